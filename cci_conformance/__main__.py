@@ -1,0 +1,7 @@
+"""Allow ``python -m cci_conformance``."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
