@@ -36,6 +36,9 @@ class NodeSession(Protocol):
     def restart_driver(self, hard: bool = True) -> None: ...
     def stop_driver(self, hard: bool = True) -> None: ...
     def start_driver(self) -> None: ...
+    def remove_container_behind_node(self, pod_uid: str, container: str) -> None: ...  # the runtime drops a
+    # container while the node is down (as containerd would after the container exits); the node must
+    # reconcile it at its next start
 
     def allocatable_cpus(self) -> CPUs: ...  # pod-resources GetAllocatableResources
     def listed_exclusive_cpus(self) -> dict[str, CPUs]: ...  # pod-resources List: "<ns>/<pod>/<container>" -> cpu_ids

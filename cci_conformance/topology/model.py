@@ -78,6 +78,9 @@ class Topology:
     possible_nodes: frozenset[int] = frozenset()  # empty means "exactly the online nodes"
     smt_control: str = "on"  # on | off | forceoff | notsupported | notimplemented
     description: str = field(default="", compare=False)
+    # Descriptive /proc/cpuinfo data; not part of the shape, so not compared.
+    vendor: str = field(default="", compare=False)  # "intel" | "amd" | "" (unknown)
+    model_name: str = field(default="", compare=False)
 
     # ---- derived views (everything below is computed from the fields above) ----
     @cached_property
@@ -135,6 +138,21 @@ class Topology:
     def l3_groups(self) -> tuple[CPUs, ...]:
         """Sets of CPUs sharing one L3 cache instance (empty when the machine has no L3)."""
         return tuple(sorted({c.cpus for c in self.caches if c.level == 3}, key=min))
+
+    @cached_property
+    def core_types(self) -> dict[str, CPUs]:
+        """Core type ("p"/"e") -> its online CPUs; empty on non-hybrid machines."""
+        out: dict[str, set[int]] = {}
+        for c in self.cpus:
+            if c.core_type:
+                out.setdefault(c.core_type, set()).add(c.id)
+        return {k: frozenset(v) for k, v in sorted(out.items())}
+
+    def device_local_cpus(self, device: PciDevice) -> CPUs:
+        """CPUs local to a device: its node's CPUs, or every online CPU when it has no locality."""
+        if device.numa_node < 0:
+            return self.online_cpus
+        return self.node_cpus.get(device.numa_node, frozenset())
 
     def device(self, bdf: str) -> PciDevice | None:
         return next((d for d in self.pci_devices if d.bdf == bdf), None)

@@ -1,0 +1,308 @@
+"""The embedded backend: the node and the driver as local processes over a rendered topology in one workdir."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import weakref
+from pathlib import Path
+
+import grpc
+import yaml
+
+from ..cpuset import CPUs
+from ..drivers.manifest import load_manifest
+from ..drivers.process import DriverProcess
+from ..errors import ConfigError
+from ..node.api import AdmissionResult, NodeSnapshot, PodSpec
+from ..node.checkpoint import CCI_STATE_FILE, CPU_STATE_FILE
+from ..node.client import NodeClient
+from ..node.profile import parse_config
+from ..node.runtime import CPUSET_FILE, container_dir
+from ..paths import PROJECT_ROOT
+from ..protocol.protos import podresources_v1_pb2 as pr
+from ..protocol.protos import podresources_v1_pb2_grpc as pr_grpc
+from ..topology.model import Topology
+from ..topology.render import render
+from ..waiting import wait_for
+from .base import SessionConfig, register_backend
+
+MAX_SOCKET_PATH = 107
+NODE_START_TIMEOUT_S = 20.0
+RPC_TIMEOUT_S = 10.0
+
+
+_RENDERED: dict[Topology, Path] = {}
+
+
+def _render_cached(topology: Topology, machine: Path) -> None:
+    """Render each topology once per process and link it into the workdir: rendering a big machine writes
+    thousands of files, and node and driver only read them. The cache goes away at interpreter exit."""
+    cached = _RENDERED.get(topology)
+    if cached is None or not cached.is_dir():
+        cached = Path(tempfile.mkdtemp(prefix="cci-machine-", dir="/tmp"))
+        atexit.register(shutil.rmtree, cached, True)
+        render(topology, cached)
+        _RENDERED[topology] = cached
+    machine.symlink_to(cached, target_is_directory=True)
+
+
+class NodeProcessError(RuntimeError):
+    """The node process exited or did not become ready; the message carries its log tail."""
+
+
+def _kill_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _finalize(procs: list[subprocess.Popen], workdir: Path, owned: bool) -> None:
+    for proc in procs:
+        _kill_group(proc.pid, signal.SIGKILL)
+    if owned:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+class EmbeddedSession:
+    """One node process (+ one driver) under ``workdir`` (layout: docs/architecture.md)."""
+
+    def __init__(self, config: SessionConfig):
+        self.topology: Topology = config.topology
+        self.workdir = Path(config.workdir)
+        self._owned = not self.workdir.exists() or not any(self.workdir.iterdir())
+        self.machine = self.workdir / "machine"
+        self.kubelet = self.workdir / "kubelet"
+        self.runtime = self.workdir / "runtime"
+        self.logs = self.workdir / "logs"
+        self.env = dict(config.env)
+        self._node: subprocess.Popen | None = None
+        self._procs: list[subprocess.Popen] = []
+        self._finalizer = weakref.finalize(self, _finalize, self._procs, self.workdir, self._owned)
+        self.manifest = load_manifest(config.driver_manifest) if config.driver_manifest else None
+        sock = self.kubelet / "plugins" / (self.manifest.name if self.manifest else "x") / "cci.sock"
+        if len(str(sock)) > MAX_SOCKET_PATH - 10:
+            raise ConfigError(f"workdir {self.workdir} is too long for unix sockets ({sock})", field="workdir",
+                              fix='use tempfile.mkdtemp(prefix="cci-", dir="/tmp")')
+        for d in (self.kubelet, self.runtime, self.logs, self.workdir / "driver-state"):
+            d.mkdir(parents=True, exist_ok=True)
+        _render_cached(self.topology, self.machine)
+        profile = dict(config.node_profile)
+        profile.update(kubeletRoot=str(self.kubelet), sysfsRoot=str(self.machine / "sys"),
+                       runtimeRoot=str(self.runtime))
+        parse_config(profile, "node profile", need_paths=True)  # fail here, with the field, not in the child
+        self.node_config = self.workdir / "node-config.yaml"
+        self.node_config.write_text(yaml.safe_dump(profile, sort_keys=True))
+        self.client = NodeClient(self.kubelet / "node-control.sock", timeout=RPC_TIMEOUT_S)
+        self.driver: DriverProcess | None = None
+        if self.manifest:
+            self.driver = DriverProcess(self.manifest, registry_dir=self.kubelet / "plugins_registry",
+                                        plugin_dir=self.kubelet / "plugins" / self.manifest.name,
+                                        sysfs_root=self.machine / "sys", state_dir=self.workdir / "driver-state",
+                                        log_path=self.logs / "driver.log", extra_env=self.env)
+        try:
+            self._start_node()
+            if self.driver:
+                self.start_driver()
+        except BaseException:
+            self.close()
+            raise
+
+    # ---- processes ----
+    def _start_node(self, generation_above: int = -1) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+        env.update(self.env)
+        with open(self.logs / "node.log", "ab") as log:
+            self._node = subprocess.Popen([sys.executable, "-m", "cci_conformance.node", "--config",
+                                           str(self.node_config)], cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL,
+                                          stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self._procs.append(self._node)
+        self.wait_node_ready(generation_above)
+
+    def wait_node_ready(self, generation_above: int = -1) -> None:
+        node = self._node
+
+        def ready():
+            if node.poll() is not None:
+                raise NodeProcessError(f"node exited with code {node.returncode}:\n{self.node_log_tail()}")
+            try:
+                return self.client.wait_ready(0.2, generation_above)
+            except Exception:
+                return None
+
+        try:
+            wait_for(ready, NODE_START_TIMEOUT_S, interval=0.02, what="node control API")
+        except NodeProcessError:
+            raise
+        except Exception as exc:
+            if node.poll() is not None:
+                raise NodeProcessError(f"node exited with code {node.returncode}:\n{self.node_log_tail()}") from None
+            raise NodeProcessError(f"{exc}\n{self.node_log_tail()}") from None
+
+    def node_log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join((self.logs / "node.log").read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    @property
+    def node_pid(self) -> int | None:
+        return self._node.pid if self._node and self._node.poll() is None else None
+
+    def _stop_node(self, hard: bool) -> int | None:
+        node = self._node
+        if node is None:
+            return None
+        if node.poll() is None:
+            _kill_group(node.pid, signal.SIGKILL if hard else signal.SIGTERM)
+            try:
+                node.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                _kill_group(node.pid, signal.SIGKILL)
+                node.wait(timeout=10)
+        self._procs.remove(node)
+        self._node = None
+        return node.returncode
+
+    def stop_node(self, hard: bool = True) -> int | None:
+        """Stop the node (SIGKILL when hard) and leave it down; returns its exit code."""
+        return self._stop_node(hard)
+
+    def start_node(self) -> None:
+        """Start the node again from the files it left; waits until it answers (and the driver re-registered)."""
+        self._start_node()
+        self._wait_driver_registered()
+
+    def restart_node(self, hard: bool = True) -> None:
+        self._stop_node(hard)
+        self.start_node()
+
+    def _wait_driver_registered(self) -> None:
+        if self.driver is None or not self.driver.alive:
+            return
+        name = self.driver.driver_name
+        wait_for(lambda: name in self.client.ping(timeout=1.0).drivers, self.manifest.startup_timeout_s,
+                 interval=0.02, what=f"node to register driver {name}")
+
+    def restart_driver(self, hard: bool = True) -> None:
+        self.stop_driver(hard)
+        self.start_driver()
+
+    def stop_driver(self, hard: bool = True) -> None:
+        if self.driver is None:
+            return
+        if hard:
+            self.driver.kill()
+        else:
+            self.driver.terminate()
+        if self._node is not None and self._node.poll() is None:
+            name = self.driver.driver_name
+            # a SIGKILLed driver leaves its sockets; the node drops it only when the socket goes away
+            if not hard:
+                wait_for(lambda: name not in self.client.ping(timeout=1.0).drivers, 10.0, interval=0.02,
+                         what=f"node to deregister driver {name}")
+
+    def start_driver(self) -> None:
+        if self.driver is None:
+            raise ConfigError("this session has no driver", field="driver_manifest", fix="open it with a manifest")
+        self.driver.start()
+        self.driver.wait_registered()
+        if self._node is not None and self._node.poll() is None:
+            self._wait_driver_registered()
+
+    # ---- acting ----
+    def create_pod(self, pod: PodSpec) -> AdmissionResult:
+        return self.client.create_pod(pod)
+
+    def delete_pod(self, pod_uid: str) -> None:
+        self.client.delete_pod(pod_uid)
+
+    def stop_container(self, pod_uid: str, container: str) -> None:
+        self.client.stop_container(pod_uid, container)
+
+    def remove_container_behind_node(self, pod_uid: str, container: str) -> None:
+        """The runtime drops a container while the node is down (stops the node first if it runs, hard)."""
+        if self._node is not None:
+            self._stop_node(hard=True)
+        shutil.rmtree(container_dir(self.runtime, pod_uid, container), ignore_errors=True)
+
+    # ---- observing ----
+    def snapshot(self) -> NodeSnapshot:
+        return self.client.snapshot()
+
+    def _pod_resources(self):
+        return grpc.insecure_channel(f"unix:{self.kubelet / 'pod-resources' / 'kubelet.sock'}")
+
+    def allocatable_cpus(self) -> CPUs:
+        with self._pod_resources() as ch:
+            reply = pr_grpc.PodResourcesListerStub(ch).GetAllocatableResources(
+                pr.AllocatableResourcesRequest(), timeout=RPC_TIMEOUT_S)
+        return frozenset(reply.cpu_ids)
+
+    def listed_exclusive_cpus(self) -> dict[str, CPUs]:
+        with self._pod_resources() as ch:
+            reply = pr_grpc.PodResourcesListerStub(ch).List(pr.ListPodResourcesRequest(), timeout=RPC_TIMEOUT_S)
+        return {f"{p.namespace}/{p.name}/{c.name}": frozenset(c.cpu_ids)
+                for p in reply.pod_resources for c in p.containers if c.cpu_ids}
+
+    def state_files(self) -> dict[str, bytes]:
+        out = {}
+        for name in (CPU_STATE_FILE, CCI_STATE_FILE):
+            path = self.kubelet / name
+            if path.exists():
+                out[name] = path.read_bytes()
+        return out
+
+    def runtime_cpusets(self) -> dict[str, str]:
+        """"<pod_uid>/<container>" -> the cpuset.cpus text the runtime holds."""
+        base = self.runtime / "kubepods"
+        return {f"{f.parent.parent.name[3:]}/{f.parent.name}": f.read_text().strip()
+                for f in sorted(base.glob(f"pod*/*/{CPUSET_FILE}"))}
+
+    def collect_evidence(self, dest: Path) -> list[Path]:
+        dest = Path(dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name in ("node.log", "driver.log"):
+            src = self.logs / name
+            if src.exists():
+                written.append(Path(shutil.copy(src, dest / name)))
+        for name, data in self.state_files().items():
+            (dest / name).write_bytes(data)
+            written.append(dest / name)
+        (dest / "runtime-cpusets.yaml").write_text(yaml.safe_dump(self.runtime_cpusets(), sort_keys=True))
+        written.append(dest / "runtime-cpusets.yaml")
+        if self._node is not None and self._node.poll() is None:
+            from ..node.codec import snapshot_to_json
+            try:
+                (dest / "snapshot.json").write_text(snapshot_to_json(self.snapshot()))
+                written.append(dest / "snapshot.json")
+            except grpc.RpcError:
+                pass
+        return written
+
+    def close(self) -> None:
+        try:
+            self.client.close()
+        except Exception:
+            pass
+        if self.driver is not None:
+            self.driver.close()
+        if self._node is not None:
+            self._stop_node(hard=False)
+        self._finalizer()
+
+
+@register_backend
+class EmbeddedBackend:
+    name = "embedded"
+
+    def open(self, config: SessionConfig) -> EmbeddedSession:
+        return EmbeddedSession(config)

@@ -1,0 +1,168 @@
+"""`cci-conformance run`: certify a driver by running the suites in a pytest subprocess, then summarise."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..paths import SUITES_DIR
+from . import bundle
+from .report import load_report
+from .settings import DEFAULT_BACKEND, DEFAULT_TOPOLOGIES, RunSettings
+from .summary import PROGRESS_PREFIX, summary_lines
+
+PYTEST_USAGE_ERROR = 4
+INTERRUPT_GRACE_S = 30.0  # time the pytest process gets to write its partial report after SIGINT
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "run", help="certify a CCI driver and write the report bundle",
+        description="Run the conformance suites against a driver and write report.json, junit.xml, "
+                    "report.html and the bundle. Exit 0: every required requirement passed; 1: one failed "
+                    "or is untested; 2: usage or configuration error.")
+    p.add_argument("--driver", metavar="DIR|MANIFEST", help="driver folder (with driver.yaml) or manifest "
+                   "(default: the reference driver)")
+    p.add_argument("--topology", metavar="NAME", nargs="+", action="extend",
+                   help=f"library topology names or spec files (default: {' '.join(DEFAULT_TOPOLOGIES)})")
+    p.add_argument("--profile", metavar="NAME|FILE", default="default", help="latency profile (default: default)")
+    p.add_argument("--backend", default=DEFAULT_BACKEND, help=f"where node and driver run (default: {DEFAULT_BACKEND})")
+    p.add_argument("--node-profile", metavar="NAME|FILE", help="node profile (default: coexistence)")
+    p.add_argument("-n", "--workers", type=int, default=0, metavar="N", help="pytest-xdist worker processes")
+    p.add_argument("--report-dir", metavar="DIR", help="bundle directory (default: ./cci-reports/<timestamp>)")
+    p.add_argument("--suites", metavar="DIR", help="conformance suites folder (default: the harness's suites/)")
+    p.add_argument("--catalog", metavar="FILE", help="requirement catalog (default: <suites>/requirements.yaml)")
+    p.add_argument("-k", dest="keyword", metavar="EXPR", help="only tests matching EXPR (a partial run "
+                   "leaves requirements untested, so it cannot certify)")
+    p.add_argument("--timeout", type=float, default=1800.0, metavar="S", help="deadline of the whole run")
+    p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments after --")
+    p.set_defaults(handler=run)
+
+
+def _settings(args) -> tuple[RunSettings, Path]:
+    suites = Path(args.suites).resolve() if args.suites else SUITES_DIR
+    if not suites.is_dir():
+        raise ConfigError("suites folder not found", file=str(suites), field="--suites",
+                          fix="pass the folder that holds the conformance test modules")
+    if args.workers < 0:
+        raise ConfigError("worker count must be 0 or more", field="-n", fix="use -n 2, or leave it out")
+    settings = RunSettings(profile=args.profile, backend=args.backend)
+    if args.driver:
+        settings.driver = Path(args.driver).resolve()
+    if args.topology:
+        settings.topologies = tuple(args.topology)
+    if args.node_profile:
+        settings.node_profile = args.node_profile
+    catalog = Path(args.catalog) if args.catalog else suites / "requirements.yaml"
+    settings.catalog_path = catalog.resolve()
+    return settings, suites
+
+
+def _validate(settings: RunSettings) -> None:
+    """Everything the CLI can check before starting pytest; the backend is checked inside pytest,
+    where conftest plugins may have registered more backends."""
+    settings.manifest  # noqa: B018 - loading is the check
+    settings.catalog  # noqa: B018
+    settings.budgets  # noqa: B018
+    settings.node_profile_data  # noqa: B018
+    from .settings import load_topology
+
+    for name in settings.topologies:
+        load_topology(name)
+
+
+def pytest_command(settings: RunSettings, suites: Path, report_dir: Path, args) -> list[str]:
+    cmd = [sys.executable, "-m", "pytest", str(suites), "-q", "-p", "no:cacheprovider", "--cci-progress",
+           "--cci-driver", str(settings.driver), "--cci-profile", str(settings.profile),
+           "--cci-backend", settings.backend, "--cci-node-profile", str(settings.node_profile),
+           "--cci-catalog", str(settings.catalog_path), "--cci-report-dir", str(report_dir),
+           "--junitxml", str(report_dir / bundle.JUNIT_XML), "-o", "junit_family=xunit1"]
+    for name in settings.topologies:
+        cmd += ["--cci-topology", name]
+    if args.workers:
+        cmd += ["-n", str(args.workers), "--dist", "loadscope"]
+    if args.keyword:
+        cmd += ["-k", args.keyword]
+    return cmd + list(args.pytest_args)
+
+
+def _stream(proc: subprocess.Popen, log_path: Path) -> list[str]:
+    """Copy the child's output to pytest.log, echoing the progress lines; returns the error lines."""
+    errors: list[str] = []
+    with log_path.open("w") as log:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            log.write(line)
+            if line.startswith(PROGRESS_PREFIX):
+                sys.stdout.write(line)
+                sys.stdout.flush()
+            elif line.startswith(("ERROR:", "INTERNALERROR>")):
+                errors.append(line.rstrip())
+    return errors
+
+
+def _run_pytest(cmd: list[str], report_dir: Path, timeout: float) -> tuple[int, list[str], str]:
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    result: dict = {}
+    reader = threading.Thread(target=lambda: result.update(errors=_stream(proc, report_dir / bundle.PYTEST_LOG)),
+                              daemon=True)
+    reader.start()
+    interrupted = ""
+    try:
+        proc.wait(timeout=timeout)
+    except (KeyboardInterrupt, subprocess.TimeoutExpired) as exc:
+        interrupted = "timeout" if isinstance(exc, subprocess.TimeoutExpired) else "interrupt"
+        proc.send_signal(signal.SIGINT)  # pytest writes the partial report in its sessionfinish
+        try:
+            proc.wait(timeout=INTERRUPT_GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=10)
+    return proc.returncode, result.get("errors", []), interrupted
+
+
+def run(args) -> int:
+    settings, suites = _settings(args)
+    _validate(settings)
+    report_dir = Path(args.report_dir or Path("cci-reports") / datetime.now().strftime("%Y%m%d-%H%M%S")).resolve()
+    report_dir.mkdir(parents=True, exist_ok=True)
+    print(f"cci-conformance: certifying {settings.manifest.name} on {', '.join(settings.topologies)} "
+          f"(backend {settings.backend}); report in {report_dir}", flush=True)
+    started = time.monotonic()
+    rc, error_lines, interrupted = _run_pytest(pytest_command(settings, suites, report_dir, args), report_dir,
+                                               args.timeout)
+    report_path = report_dir / bundle.REPORT_JSON
+    if rc == PYTEST_USAGE_ERROR:
+        message = error_lines[0].removeprefix("ERROR:").strip() if error_lines else "pytest usage error"
+        print(f"cci-conformance: error: {message} (full output: {report_dir / bundle.PYTEST_LOG})", file=sys.stderr)
+        return 2
+    if not report_path.is_file():
+        print(f"cci-conformance: error: the run wrote no report (pytest exit {rc}); see "
+              f"{report_dir / bundle.PYTEST_LOG}", file=sys.stderr)
+        return 1
+    report = load_report(report_path)
+    config_errors = [e for e in report["errors"] if e["kind"] in ("config", "collection")]
+    if config_errors:  # a broken suite or catalog: nothing was certified, say what to fix
+        first = config_errors[0]
+        more = f" (and {len(config_errors) - 1} more in {report_path})" if len(config_errors) > 1 else ""
+        print(f"cci-conformance: error: {first['where']}: {first['message']}{more}", file=sys.stderr)
+        return 2
+    print()
+    for line in summary_lines(report, report_dir):
+        print(line)
+    print(f"log:     {report_dir / bundle.PYTEST_LOG}  ({time.monotonic() - started:.1f} s)")
+    if interrupted == "timeout":
+        print(f"cci-conformance: the run exceeded --timeout {args.timeout:g} s; the report holds the partial "
+              "results", file=sys.stderr)
+        return 1
+    if interrupted:
+        print("cci-conformance: interrupted; the report holds the partial results", file=sys.stderr)
+        return 130
+    return int(report["verdict"]["exit_code"])
+

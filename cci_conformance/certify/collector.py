@@ -1,0 +1,114 @@
+"""Merge pytest's per-phase test reports (local or sent by xdist workers) into one TestResult per test."""
+
+from __future__ import annotations
+
+from .outcomes import (
+    ERROR,
+    FAILED,
+    NOT_APPLICABLE,
+    PASSED,
+    SKIPPED,
+    TOPOLOGY_NA_KIND,
+    TOPOLOGY_NA_PREFIX,
+    TestResult,
+)
+
+# user_properties keys the plugin and fixtures set on items; they travel with every report,
+# including through xdist workers, which is how the controller learns them without collecting.
+PROP_REQUIREMENTS = "cci_requirements"
+PROP_NA = "cci_not_applicable"
+PROP_FIGURE = "cci_figure"
+PROP_EVIDENCE = "cci_evidence"
+MAX_REASON = 400
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
+
+
+def report_reason(report) -> str:
+    """The one-line why of a failed or skipped phase."""
+    longrepr = report.longrepr
+    if longrepr is None:
+        return ""
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:  # skip: (path, lineno, message)
+        message = str(longrepr[2])
+        return _one_line(message.removeprefix("Skipped: "))
+    crash = getattr(longrepr, "reprcrash", None)
+    if crash is not None and getattr(crash, "message", None):
+        return _one_line(crash.message)
+    lines = [ln for ln in str(longrepr).splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("E ")]
+    return _one_line((errors[0][1:] if errors else lines[-1]) if lines else "")
+
+
+class ResultCollector:
+    """Per-test results in the order tests finished; ``finished`` counts tests whose teardown arrived."""
+
+    def __init__(self) -> None:
+        self.results: dict[str, TestResult] = {}
+        self.finished = 0
+
+    def add(self, report) -> TestResult | None:
+        """Fold one phase report in; returns the result when this report finished its test."""
+        res = self.results.get(report.nodeid)
+        if res is None:
+            res = self.results[report.nodeid] = TestResult(nodeid=report.nodeid, outcome="")
+        res.duration_s += float(getattr(report, "duration", 0.0) or 0.0)
+        self._absorb_properties(res, report)
+        when = report.when
+        wasxfail = hasattr(report, "wasxfail")
+        if report.failed:
+            if when == "call":
+                res.outcome, res.reason = FAILED, report_reason(report)
+            elif res.outcome != FAILED:  # a setup or teardown failure: the test could not prove anything
+                res.outcome, res.reason = ERROR, f"{when}: {report_reason(report)}"
+        elif report.skipped:
+            if res.outcome not in (FAILED, ERROR):
+                self._skip(res, report, wasxfail)
+        elif when == "call" and res.outcome == "":
+            if wasxfail:  # an expected failure that passed proves nothing either way
+                res.outcome, res.reason = SKIPPED, f"xpassed (marked xfail: {report.wasxfail})"
+            else:
+                res.outcome = PASSED
+        if when == "teardown":
+            if res.outcome == "":
+                res.outcome, res.reason = SKIPPED, "did not run"
+            self.finished += 1
+            return res
+        return None
+
+    def _skip(self, res: TestResult, report, wasxfail: bool) -> None:
+        reason = report_reason(report)
+        na = dict(report.user_properties).get(PROP_NA)
+        if wasxfail:
+            res.outcome, res.reason = SKIPPED, f"xfailed: {report.wasxfail}"
+        elif na:
+            res.outcome, res.reason, res.na_kind = NOT_APPLICABLE, na["reason"], na["kind"]
+        elif reason.startswith(TOPOLOGY_NA_PREFIX):
+            res.outcome, res.reason, res.na_kind = NOT_APPLICABLE, reason, TOPOLOGY_NA_KIND
+        else:
+            res.outcome, res.reason = SKIPPED, reason
+
+    @staticmethod
+    def _absorb_properties(res: TestResult, report) -> None:
+        for key, value in report.user_properties:
+            if key == PROP_REQUIREMENTS:
+                res.requirements = sorted(set(res.requirements) | set(value))
+            elif key == PROP_FIGURE:
+                if dict(value) not in res.figures:  # every phase report repeats the item's properties
+                    res.figures.append(dict(value))
+            elif key == PROP_EVIDENCE:
+                res.evidence.extend(p for p in value if p not in res.evidence)
+            elif key not in (PROP_NA,) and isinstance(value, int | float) and not isinstance(value, bool):
+                fig = {"name": key, "value": value}
+                if fig not in res.figures:  # plain record_property numbers are figures too
+                    res.figures.append(fig)
+
+    def interrupted(self) -> None:
+        """Mark tests that started but never finished (the run was interrupted)."""
+        for res in self.results.values():
+            if res.outcome == "":
+                res.outcome, res.reason = SKIPPED, "did not finish: the run was interrupted"
+

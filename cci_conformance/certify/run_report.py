@@ -1,0 +1,153 @@
+"""The controller side of a run: gather every test report, keep report.json current, write the bundle at the end."""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from .. import __version__
+from . import bundle
+from .collector import ResultCollector, report_reason
+from .html import render_html
+from .outcomes import TestResult
+from .report import build_report, validation_errors, write_json_atomic
+from .settings import RunSettings
+from .summary import progress_line, summary_lines
+
+INCREMENTAL_EVERY_S = 0.5  # how often, at most, report.json is rewritten while tests finish
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class CertificationReporter:
+    """Registered in the controller (or the only process): workers' reports reach it through xdist."""
+
+    def __init__(self, config: pytest.Config, settings: RunSettings):
+        self.config = config
+        self.settings = settings
+        self.collector = ResultCollector()
+        self.errors: list[dict] = []
+        self.total = 0
+        self.started = _now()
+        self.t0 = time.monotonic()
+        self.last_write = 0.0
+        self.report: dict | None = None
+        self.environment = bundle.environment()
+
+    # ------------------------------------------------------------------ hooks
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if session.items:
+            self.total = len(session.items)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.errors.append({"kind": "collection", "where": report.nodeid or "(session)",
+                                "message": report_reason(report) or str(report.longrepr)[:400]})
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        done = self.collector.add(report)
+        if done is None:
+            return
+        if self.settings.progress:
+            self._write_progress(done)
+        if self._is_certification() and time.monotonic() - self.last_write >= INCREMENTAL_EVERY_S:
+            self._write(complete=False, interrupted=False, exit_status=None)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
+        if interrupted:
+            self.collector.interrupted()
+        if self._is_certification():
+            self._write(complete=not interrupted, interrupted=interrupted, exit_status=int(exitstatus), final=True)
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.report is None:
+            return
+        terminalreporter.section("cci-conformance certification")
+        for line in summary_lines(self.report, self.settings.report_dir):
+            terminalreporter.write_line(line)
+
+    # ------------------------------------------------------------------ helpers
+    def _is_certification(self) -> bool:
+        """Only runs that prove requirements (or were asked for a report) produce one."""
+        if self.settings.report_dir is not None:
+            return True
+        return any(r.requirements for r in self.collector.results.values())
+
+    def _write_progress(self, result: TestResult) -> None:
+        line = progress_line(self.collector.finished, self.total, result)
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None:
+            terminal.write_line(line)
+        else:
+            sys.__stdout__.write(line + "\n")
+            sys.__stdout__.flush()
+
+    def _run_metadata(self, interrupted: bool, exit_status: int | None, final: bool) -> dict:
+        settings = self.settings
+        try:
+            manifest = settings.manifest
+            name, caps, version = manifest.name, sorted(manifest.capabilities), getattr(manifest, "version", None)
+            manifest_path = manifest.path
+        except Exception:  # a bad manifest was already reported as a config error
+            name, caps, version, manifest_path = None, [], None, Path(settings.driver)
+        topologies = []
+        for topo_name in settings.topologies:
+            entry = {"name": topo_name}
+            try:
+                from .settings import load_topology
+
+                topo = load_topology(topo_name)
+                entry.update(cpus=len(topo.cpus), numa_nodes=len(topo.nodes))
+            except Exception:
+                pass
+            topologies.append(entry)
+        try:
+            profile = settings.budgets.as_dict()
+        except Exception:
+            profile = None
+        workers = getattr(self.config.option, "numprocesses", None) or 0
+        return {
+            "interrupted": interrupted, "started": self.started, "finished": _now() if final else None,
+            "duration_s": round(time.monotonic() - self.t0, 3), "harness_version": __version__,
+            "driver": {"name": name, "version": version, "manifest": str(manifest_path),
+                       "manifest_sha256": bundle.file_sha256(manifest_path), "capabilities": caps},
+            "topologies": topologies, "backend": settings.backend, "node_profile": settings.node_profile,
+            "profile": profile, "workers": int(workers) if isinstance(workers, int) else 0,
+            "pytest_args": [str(a) for a in self.config.invocation_params.args],
+            "exit_status": exit_status, "environment": {k: v for k, v in self.environment.items()
+                                                        if k != "harness_version"},
+        }
+
+    def _write(self, *, complete: bool, interrupted: bool, exit_status: int | None, final: bool = False) -> None:
+        self.last_write = time.monotonic()
+        try:
+            catalog = self.settings.catalog
+        except Exception as exc:
+            self.errors.append({"kind": "config", "where": "catalog", "message": str(exc)})
+            return
+        report = build_report(catalog=catalog, results=self.collector.results,
+                              run=self._run_metadata(interrupted, exit_status, final),
+                              errors=list(self.errors), complete=complete)
+        if final:
+            problems = validation_errors(report)
+            if problems:  # the harness's own bug: say so in the report instead of hiding it
+                report["errors"].append({"kind": "internal", "where": "report.schema.json",
+                                         "message": "; ".join(problems[:5])})
+                report["verdict"].update(certified=False, exit_code=1)
+        self.report = report
+        out = self.settings.report_dir
+        if out is None:
+            return
+        write_json_atomic(out / bundle.REPORT_JSON, report)
+        if final:
+            write_json_atomic(out / bundle.ENVIRONMENT_JSON, self.environment)
+            bundle.copy_manifest(out, Path(report["run"]["driver"]["manifest"]))
+            (out / bundle.REPORT_HTML).write_text(render_html(report))

@@ -1,0 +1,15 @@
+"""Keys under which the plugin and the fixtures share per-run and per-test state on pytest objects."""
+
+from __future__ import annotations
+
+import pytest
+
+from .settings import RunSettings
+
+SETTINGS = pytest.StashKey[RunSettings]()  # on config: the run's options
+SESSIONS_USED = pytest.StashKey[list]()  # on an item: node sessions the test used (evidence on failure)
+FAILED = pytest.StashKey[bool]()  # on an item: its setup or call failed (its shared node is replaced)
+
+
+def sessions_used(item: pytest.Item) -> list:
+    return item.stash.setdefault(SESSIONS_USED, [])

@@ -1,0 +1,83 @@
+"""Readable text for people: one progress line per finished test, and the end-of-run summary table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import bundle
+from .outcomes import TestResult
+
+PROGRESS_PREFIX = "[cci]"
+_LABELS = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "SKIP", "not-applicable": "N/A",
+           "missing": "MISSING"}
+MAX_FIGURE_LINES = 24
+
+
+def progress_line(finished: int, total: int, result: TestResult) -> str:
+    width = len(str(total)) if total else 3
+    count = f"{finished:>{width}}/{total}" if total else f"{finished}"
+    reqs = ",".join(result.requirements) or "-"
+    line = f"{PROGRESS_PREFIX} [{count}] {_LABELS.get(result.outcome, result.outcome.upper()):<5} {reqs}  " \
+           f"{result.nodeid}  {result.duration_s:.2f}s"
+    if result.outcome in ("failed", "error") and result.reason:
+        line += f"\n{PROGRESS_PREFIX}        {result.reason[:200]}"
+    return line
+
+
+def _format_value(value: float, unit: str) -> str:
+    if unit == "s":
+        return f"{value * 1e3:.2f} ms"
+    return f"{value:.3g} {unit}".strip()
+
+
+def figure_lines(report: dict) -> list[str]:
+    lines = []
+    for req in report["requirements"]:
+        for fig in req["figures"]:
+            unit = fig.get("unit", "")
+            text = f"  {req['id']:<11} {fig['name']:<28} {_format_value(fig['value'], unit):>12}"
+            if fig.get("budget") is not None:
+                text += f"  (budget {fig.get('comparison', '<=')} {_format_value(fig['budget'], unit)})"
+            if fig.get("topology"):
+                text += f"  on {fig['topology']}"
+            lines.append(text)
+    if len(lines) > MAX_FIGURE_LINES:
+        lines = lines[:MAX_FIGURE_LINES] + [f"  ... {len(lines) - MAX_FIGURE_LINES} more in the HTML report"]
+    return lines
+
+
+def summary_lines(report: dict, report_dir: Path | None) -> list[str]:
+    """The summary table per area, the failed and untested requirements, figures, verdict, report paths."""
+    run, verdict = report["run"], report["verdict"]
+    driver = run["driver"]
+    lines = [f"driver {driver['name']} (capabilities: {', '.join(driver['capabilities']) or 'none'})",
+             f"topologies {', '.join(t['name'] for t in run['topologies'])}; backend {run['backend']}; "
+             f"latency profile {(run['profile'] or {}).get('name', '?')}", ""]
+    header = f"{'area':<14}{'pass':>6}{'fail':>6}{'n/a':>6}{'untested':>10}"
+    lines += [header, "-" * len(header)]
+    for area in report["areas"]:
+        c = area["counts"]
+        lines.append(f"{area['key']:<14}{c['pass']:>6}{c['fail']:>6}{c['not-applicable']:>6}{c['untested']:>10}")
+    c = verdict["counts"]
+    total = f"{'total':<14}{c['pass']:>6}{c['fail']:>6}{c['not-applicable']:>6}{c['untested']:>10}"
+    lines += ["-" * len(header), total]
+    problems = [r for r in report["requirements"] if r["status"] in ("fail", "untested")]
+    if problems:
+        lines.append("")
+        for req in problems:
+            kind = "required" if req["required"] else "optional"
+            lines.append(f"{req['status'].upper():<9}{req['id']:<12}({kind}) {req['reason'][:160]}")
+    for err in report["errors"]:
+        lines.append(f"ERROR    {err['kind']} {err['where']}: {err['message'][:200]}")
+    figures = figure_lines(report)
+    if figures:
+        lines += ["", "figures:"] + figures
+    state = "CERTIFIED" if verdict["certified"] else "NOT CERTIFIED"
+    if not run["complete"]:
+        state += " (run incomplete)"
+    lines += ["", f"verdict: {state} (exit {verdict['exit_code']})"]
+    if report_dir is not None:
+        lines.append(f"report:  {Path(report_dir) / bundle.REPORT_JSON}")
+        lines.append(f"html:    {Path(report_dir) / bundle.REPORT_HTML}")
+        lines.append(f"junit:   {Path(report_dir) / bundle.JUNIT_XML}")
+    return lines

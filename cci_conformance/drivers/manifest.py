@@ -1,0 +1,149 @@
+"""Load and validate a driver manifest (driver.yaml): strict schema, known capabilities, known placeholders."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from ..errors import ConfigError
+from ..protocol.capabilities import KNOWN_CAPABILITIES, unknown_capabilities
+
+SCHEMA_PATH = Path(__file__).parent / "schema" / "driver.schema.json"
+MANIFEST_FILE = "driver.yaml"
+DEFAULT_STARTUP_TIMEOUT_S = 10.0
+# DESIGN §2.4's five placeholders plus {python}: the harness's interpreter, so an SDK driver
+# runs in the harness's environment (docs/architecture.md "Driver manifest").
+PLACEHOLDERS = ("registry_dir", "plugin_dir", "sysfs_root", "state_dir", "driver_name", "python")
+_PLACEHOLDER_RE = re.compile(r"\{([^{}]*)\}")
+
+
+@cache
+def _schema() -> dict:
+    return json.loads(SCHEMA_PATH.read_text())
+
+
+@dataclass(frozen=True)
+class DriverManifest:
+    """A validated driver.yaml; ``folder`` is the working directory the driver is started in."""
+
+    name: str
+    protocol: str
+    capabilities: frozenset[str]
+    command: tuple[str, ...]
+    path: Path
+    env: dict[str, str] = field(default_factory=dict)
+    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
+    description: str = ""
+    kind_image: str = ""
+    kind_manifests: tuple[str, ...] = ()
+
+    @property
+    def folder(self) -> Path:
+        return self.path.parent
+
+    def has(self, capability: str) -> bool:
+        if capability not in KNOWN_CAPABILITIES:
+            raise ValueError(f"unknown capability {capability!r}; known: {', '.join(KNOWN_CAPABILITIES)}")
+        return capability in self.capabilities
+
+    def values(self, *, registry_dir: Path | str, plugin_dir: Path | str, sysfs_root: Path | str,
+               state_dir: Path | str, driver_name: str | None = None) -> dict[str, str]:
+        """The placeholder values for one start of the driver."""
+        return {
+            "registry_dir": str(registry_dir), "plugin_dir": str(plugin_dir), "sysfs_root": str(sysfs_root),
+            "state_dir": str(state_dir), "driver_name": driver_name or self.name, "python": sys.executable,
+        }
+
+    def argv(self, **kwargs) -> list[str]:
+        """``local.command`` with its placeholders filled in (keyword arguments as for :meth:`values`)."""
+        values = self.values(**kwargs)
+        return [substitute(arg, values) for arg in self.command]
+
+    def environment(self, **kwargs) -> dict[str, str]:
+        """``env`` with its placeholders filled in."""
+        values = self.values(**kwargs)
+        return {k: substitute(v, values) for k, v in self.env.items()}
+
+
+def substitute(text: str, values: dict[str, str]) -> str:
+    """Replace each ``{name}`` by its value; names were validated when the manifest was loaded."""
+    return _PLACEHOLDER_RE.sub(lambda m: values[m.group(1)], text)
+
+
+def _check_placeholders(text: str, file: str, field_name: str) -> None:
+    for match in _PLACEHOLDER_RE.finditer(text):
+        if match.group(1) not in PLACEHOLDERS:
+            raise ConfigError(f"unknown placeholder {match.group(0)!r}", file=file, field=field_name,
+                              fix="use one of " + " ".join("{" + p + "}" for p in PLACEHOLDERS))
+    stray = _PLACEHOLDER_RE.sub("", text)
+    if "{" in stray or "}" in stray:
+        raise ConfigError(f"unbalanced brace in {text!r}", file=file, field=field_name,
+                          fix="placeholders are written {name}; braces cannot be escaped")
+
+
+def _schema_error(err: jsonschema.ValidationError, file: str) -> ConfigError:
+    where = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+    if err.validator == "additionalProperties":
+        allowed = sorted(err.schema.get("properties", {}))
+        extra = sorted(set(err.instance) - set(allowed)) if isinstance(err.instance, dict) else []
+        key = f"{where}.{extra[0]}" if extra and where != "(top level)" else (extra[0] if extra else where)
+        return ConfigError(f"unknown key {extra[0] if extra else '?'!r}", file=file, field=key,
+                           fix="allowed keys here: " + ", ".join(allowed))
+    if err.validator == "required":
+        return ConfigError(err.message, file=file, field=where, fix="add the missing key (see docs/spec.md S1.10)")
+    return ConfigError(err.message, file=file, field=where, fix="see the driver manifest schema (docs/spec.md S1.10)")
+
+
+def parse_manifest(data: object, path: Path) -> DriverManifest:
+    """Validate already-parsed manifest data read from ``path``."""
+    file = str(path)
+    if not isinstance(data, dict):
+        raise ConfigError("a driver manifest must be a mapping", file=file, fix="start with `name: my-driver`")
+    errors = sorted(jsonschema.Draft202012Validator(_schema()).iter_errors(data),
+                    key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        raise _schema_error(errors[0], file)
+    caps = list(data["capabilities"])
+    unknown = unknown_capabilities(caps)
+    if unknown:
+        raise ConfigError(f"unknown capability {unknown[0]!r}", file=file, field="capabilities",
+                          fix="known capabilities: " + ", ".join(KNOWN_CAPABILITIES))
+    local = data["local"]
+    for i, arg in enumerate(local["command"]):
+        _check_placeholders(arg, file, f"local.command[{i}]")
+    env = dict(data.get("env", {}))
+    for key, value in env.items():
+        _check_placeholders(value, file, f"env.{key}")
+    kind = data.get("kind", {})
+    return DriverManifest(
+        name=data["name"], protocol=data["protocol"], capabilities=frozenset(caps),
+        command=tuple(local["command"]), path=path.resolve(), env=env,
+        startup_timeout_s=float(data.get("startup_timeout_s", DEFAULT_STARTUP_TIMEOUT_S)),
+        description=data.get("description", ""), kind_image=kind.get("image", ""),
+        kind_manifests=tuple(kind.get("manifests", ())),
+    )
+
+
+def load_manifest(path: Path | str) -> DriverManifest:
+    """Load ``path`` (a driver.yaml, or a folder holding one); bad input raises ConfigError."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / MANIFEST_FILE
+    if not path.is_file():
+        raise ConfigError("no driver manifest here", file=str(path),
+                          fix=f"pass a driver folder containing {MANIFEST_FILE} or the manifest file itself")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else None
+        raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=str(path), field=where,
+                          fix="correct the YAML syntax") from None
+    return parse_manifest(data, path)

@@ -1,0 +1,204 @@
+"""Start, watch, restart and stop one driver process from its manifest (no shell, own process group)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import weakref
+from pathlib import Path
+
+import grpc
+
+from ..errors import ConfigError
+from ..paths import PROJECT_ROOT
+from ..protocol.protos import pluginregistration_pb2 as reg_pb2
+from ..protocol.protos import pluginregistration_pb2_grpc as reg_grpc
+from ..waiting import WaitTimeout, wait_for
+from .manifest import DriverManifest
+
+GETINFO_DEADLINE_S = 1.0
+
+
+class DriverError(RuntimeError):
+    """The driver process misbehaved: it exited early or did not register in time."""
+
+
+def registration_socket(registry_dir: Path | str, driver_name: str) -> Path:
+    """Where a driver puts its plugin-watcher socket (docs/spec.md S1.2)."""
+    return Path(registry_dir) / f"{driver_name}-reg.sock"
+
+
+def get_info(socket_path: Path | str, timeout: float = GETINFO_DEADLINE_S) -> reg_pb2.PluginInfo:
+    """Dial a registration socket and call GetInfo with a deadline."""
+    with grpc.insecure_channel(f"unix:{socket_path}") as channel:
+        return reg_grpc.RegistrationStub(channel).GetInfo(reg_pb2.InfoRequest(), timeout=timeout)
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class DriverProcess:
+    """One driver under test, started from its manifest; every stop also kills its whole process group."""
+
+    def __init__(self, manifest: DriverManifest, registry_dir: Path | str, plugin_dir: Path | str,
+                 sysfs_root: Path | str, state_dir: Path | str, log_path: Path | str,
+                 driver_name: str | None = None, extra_env: dict[str, str] | None = None):
+        self.manifest = manifest
+        self.driver_name = driver_name or manifest.name
+        self.registry_dir = Path(registry_dir)
+        self.plugin_dir = Path(plugin_dir)
+        self.sysfs_root = Path(sysfs_root)
+        self.state_dir = Path(state_dir)
+        self.log_path = Path(log_path)
+        self.extra_env = dict(extra_env or {})
+        self._proc: subprocess.Popen | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    # ---- observation ----
+    @property
+    def registration_socket(self) -> Path:
+        return registration_socket(self.registry_dir, self.driver_name)
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def exit_code(self) -> int | None:
+        """None while running (or never started); negative = killed by that signal."""
+        return self._proc.poll() if self._proc else None
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    # ---- lifecycle ----
+    def argv(self) -> list[str]:
+        argv = self.manifest.argv(registry_dir=self.registry_dir, plugin_dir=self.plugin_dir,
+                                  sysfs_root=self.sysfs_root, state_dir=self.state_dir, driver_name=self.driver_name)
+        exe = argv[0]
+        if "/" in exe:
+            resolved = (self.manifest.folder / exe) if not os.path.isabs(exe) else Path(exe)
+            found = str(resolved) if resolved.is_file() and os.access(resolved, os.X_OK) else None
+        else:
+            found = shutil.which(exe)
+        if not found:
+            raise ConfigError(f"command {exe!r} not found or not executable", file=str(self.manifest.path),
+                              field="local.command[0]",
+                              fix="give an executable on PATH, a path relative to the manifest folder, or {python}")
+        return argv
+
+    def start(self) -> None:
+        """Start the driver (its folders are created); does not wait for registration."""
+        if self.alive:
+            raise DriverError(f"driver {self.driver_name} is already running (pid {self.pid})")
+        argv = self.argv()
+        for d in (self.registry_dir, self.plugin_dir, self.state_dir, self.log_path.parent):
+            d.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        # The harness runs from its source tree; make sure an SDK driver imports this same package.
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+        env.update(self.manifest.environment(registry_dir=self.registry_dir, plugin_dir=self.plugin_dir,
+                                             sysfs_root=self.sysfs_root, state_dir=self.state_dir,
+                                             driver_name=self.driver_name))
+        env.update(self.extra_env)
+        with open(self.log_path, "ab") as log:
+            log.write(f"--- start {' '.join(argv)}\n".encode())
+            log.flush()
+            self._proc = subprocess.Popen(argv, cwd=self.manifest.folder, stdin=subprocess.DEVNULL, stdout=log,
+                                          stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _finalize, self._proc)
+
+    def wait_registered(self, timeout: float | None = None) -> reg_pb2.PluginInfo:
+        """Wait until the registration socket exists and answers GetInfo; return its PluginInfo."""
+        timeout = self.manifest.startup_timeout_s if timeout is None else timeout
+        sock = self.registration_socket
+
+        exited = object()
+
+        def registered():
+            if self._proc is None or self._proc.poll() is not None:
+                return exited
+            if not sock.exists():
+                return None
+            return get_info(sock, timeout=min(GETINFO_DEADLINE_S, timeout))
+
+        try:
+            info = wait_for(registered, timeout, interval=0.02, what=f"GetInfo on {sock}")
+        except WaitTimeout as exc:
+            raise DriverError(f"driver {self.driver_name} did not register within {timeout:.1f}s "
+                              f"(startup_timeout_s of {self.manifest.path}): {exc}; log {self.log_path}:\n"
+                              f"{self.log_tail()}") from None
+        if info is exited:
+            raise DriverError(f"driver {self.driver_name} exited with code {self.exit_code} before registering; "
+                              f"log {self.log_path}:\n{self.log_tail()}")
+        return info
+
+    def terminate(self, timeout: float = 5.0) -> int | None:
+        """SIGTERM the process group, then SIGKILL whatever is left after ``timeout``; return the exit code."""
+        if self._proc is None:
+            return None
+        if self._proc.poll() is None:
+            _kill_group(self._proc.pid, signal.SIGTERM)
+            try:
+                self._proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        return self._reap()
+
+    def kill(self) -> int | None:
+        """SIGKILL the process group at once (a crash, as kill -9 gives); return the exit code."""
+        if self._proc is None:
+            return None
+        return self._reap()
+
+    def restart(self, hard: bool = True, timeout: float | None = None) -> reg_pb2.PluginInfo:
+        """Stop (kill -9 when ``hard``, else SIGTERM), start again and wait for registration."""
+        if hard:
+            self.kill()
+        else:
+            self.terminate()
+        self.start()
+        return self.wait_registered(timeout)
+
+    def close(self) -> None:
+        self.terminate()
+
+    def __enter__(self) -> DriverProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _reap(self) -> int | None:
+        proc = self._proc
+        assert proc is not None
+        _kill_group(proc.pid, signal.SIGKILL)  # children too, even after the leader exited
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
+            pass
+        return proc.returncode
+
+
+def _finalize(proc: subprocess.Popen) -> None:
+    """Garbage-collected or interpreter exit: never leave a driver (or its children) running."""
+    _kill_group(proc.pid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:  # pragma: no cover
+        pass

@@ -1,0 +1,84 @@
+"""Atomic file writes and the ``cci_manager_state`` format (Data + CRC-32 Checksum, as dra_manager_state)."""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from pathlib import Path
+
+CCI_STATE_FILE = "cci_manager_state"
+CPU_STATE_FILE = "cpu_manager_state"
+KIND = "CCICheckpoint"
+API_VERSION = "checkpoint.cci.cci-conformance.io/v1"
+
+
+class CheckpointError(Exception):
+    """A state file that is corrupt or does not match the node; the message says which file to delete and why."""
+
+
+def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write ``data`` to ``path`` so that a reader (or a restart after SIGKILL) sees the old or the new bytes.
+
+    Temp file + fsync + rename + directory fsync, as the kubelet's FileStore does for checkpoints;
+    ``durable=False`` skips the fsyncs (the runtime's cpuset files stand for cgroupfs, which is not
+    durable either).
+    """
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(tmp, path)
+    if durable:
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+def crc32(text: str) -> int:
+    """CRC-32/IEEE of the UTF-8 bytes of ``text`` (the dra_manager_state checksum)."""
+    return zlib.crc32(text.encode()) & 0xFFFFFFFF
+
+
+def canonical(value) -> str:
+    """Canonical JSON: sorted keys, no spaces, ASCII only."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def encode(data_text: str) -> bytes:
+    """The file bytes for a canonical Data text: ``{"Data":"<text>","Checksum":<crc32 of text>}``."""
+    return b'{"Data":' + json.dumps(data_text).encode() + b',"Checksum":' + str(crc32(data_text)).encode() + b"}"
+
+
+def _restore_error(path: Path, problem: str) -> CheckpointError:
+    # Same advice as the kubelet's CPU manager restore failure (policy_static.go).
+    return CheckpointError(
+        f"could not restore state from checkpoint: {problem}, please drain this node and delete the CCI manager "
+        f"checkpoint file {str(path)!r} before restarting the node (the CCI drivers keep their own state: "
+        "remove their grants too, e.g. by restarting them with an empty state directory)")
+
+
+def decode(raw: bytes, path: Path) -> dict:
+    """Verify and parse a ``cci_manager_state`` file; CheckpointError names the file and what to do."""
+    try:
+        outer = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _restore_error(path, f"not JSON ({exc})") from None
+    if not isinstance(outer, dict) or set(outer) != {"Data", "Checksum"} or not isinstance(outer["Data"], str) \
+            or not isinstance(outer["Checksum"], int) or isinstance(outer["Checksum"], bool):
+        raise _restore_error(path, 'not a {"Data": string, "Checksum": number} object')
+    if crc32(outer["Data"]) != outer["Checksum"]:
+        raise _restore_error(path, "checkpoint is corrupted (checksum mismatch)")
+    try:
+        data = json.loads(outer["Data"])
+    except ValueError as exc:
+        raise _restore_error(path, f"Data is not JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("kind") != KIND or data.get("apiVersion") != API_VERSION:
+        raise _restore_error(path, f"Data is not a {KIND} of {API_VERSION}")
+    return data

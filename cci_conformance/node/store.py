@@ -1,0 +1,177 @@
+"""The node's one CPU store: every container's holding, the pools derived from them, and their invariants."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..cpuset import CPUs, format_cpulist, parse_cpulist
+
+CCI, STATIC, SHARED = "cci", "static", "shared"
+Key = tuple[str, str]  # (pod_uid, container name)
+
+
+class StoreInvariantError(RuntimeError):
+    """The store broke one of its invariants (docs/spec.md §3.2): a node bug, never a driver's fault."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One container as the store knows it.
+
+    ``exclusive`` are CPUs only this container may run on (static grant or CCI exclusive groups);
+    ``withheld`` are idle siblings of a CORE-SIBLING-DENIED group, held so nobody else runs on those
+    cores; ``shared_cpus`` is the union of a CCI container's SHARED groups (exclusive grants win over it).
+    """
+
+    pod_uid: str
+    container: str
+    namespace: str
+    pod_name: str
+    container_id: str
+    source: str
+    exclusive: CPUs = frozenset()
+    withheld: CPUs = frozenset()
+    shared_cpus: CPUs = frozenset()
+    groups: tuple[tuple[CPUs, bool], ...] = ()
+    claim_uid: str = ""
+    claim_name: str = ""
+    driver: str = ""
+    running: bool = True
+
+    @property
+    def key(self) -> Key:
+        return (self.pod_uid, self.container)
+
+    @property
+    def held(self) -> CPUs:
+        """CPUs accounted to this container: nobody else gets them (cpu_manager_state entry, pod-resources)."""
+        return self.exclusive | self.withheld
+
+    def to_json(self) -> dict:
+        return {
+            "podUID": self.pod_uid, "container": self.container, "namespace": self.namespace,
+            "podName": self.pod_name, "containerID": self.container_id, "source": self.source,
+            "exclusive": format_cpulist(self.exclusive), "withheld": format_cpulist(self.withheld),
+            "shared": format_cpulist(self.shared_cpus),
+            "groups": [{"cpuset": format_cpulist(c), "exclusive": e} for c, e in self.groups],
+            "claimUID": self.claim_uid, "claimName": self.claim_name, "driver": self.driver, "running": self.running,
+        }
+
+    @staticmethod
+    def from_json(d: dict) -> Record:
+        return Record(
+            pod_uid=d["podUID"], container=d["container"], namespace=d["namespace"], pod_name=d["podName"],
+            container_id=d["containerID"], source=d["source"], exclusive=parse_cpulist(d["exclusive"]),
+            withheld=parse_cpulist(d["withheld"]), shared_cpus=parse_cpulist(d["shared"]),
+            groups=tuple((parse_cpulist(g["cpuset"]), bool(g["exclusive"])) for g in d["groups"]),
+            claim_uid=d["claimUID"], claim_name=d["claimName"], driver=d["driver"], running=bool(d["running"]),
+        )
+
+
+class Store:
+    """Holdings keyed by (pod UID, container name); the shared pool is everything else (KEP-3675 l.433)."""
+
+    def __init__(self, online: CPUs, reserved: CPUs, strict_reservation: bool):
+        self.online = frozenset(online)
+        self.reserved = frozenset(reserved)
+        self.strict = strict_reservation
+        self.records: dict[Key, Record] = {}
+        self._held: CPUs = frozenset()
+
+    # ---- pools ----
+    @property
+    def held(self) -> CPUs:
+        return self._held
+
+    @property
+    def shared_pool(self) -> CPUs:
+        """online − every held CPU − reserved (when strict-cpu-reservation): the kubelet's defaultCpuSet."""
+        pool = self.online - self._held
+        return pool - self.reserved if self.strict else pool
+
+    def available(self) -> CPUs:
+        """availableCpus for CCIAdmit and the static policy: online − reserved − every held CPU."""
+        return self.online - self.reserved - self._held
+
+    def effective(self, rec: Record) -> CPUs:
+        """The cpuset the runtime must apply to a container (docs/spec.md §3.3)."""
+        if not rec.running:
+            return frozenset()
+        if rec.source == SHARED:
+            return self.shared_pool
+        if rec.source == STATIC:
+            return rec.exclusive
+        cpus = rec.exclusive
+        if rec.shared_cpus:
+            # exclusive grants always win over SHARED groups (docs/spec.md §2)
+            cpus = cpus | (rec.shared_cpus - (self._held - rec.held))
+            if not cpus:
+                return self.shared_pool
+        return cpus
+
+    # ---- changes ----
+    def add(self, rec: Record) -> None:
+        if rec.key in self.records:
+            raise StoreInvariantError(f"container {rec.key} is already in the store")
+        if rec.held & self._held:
+            raise StoreInvariantError(f"container {rec.key} would take held CPUs "
+                                      f"{format_cpulist(rec.held & self._held)}")
+        self.records[rec.key] = rec
+        self._held = self._held | rec.held
+
+    def remove(self, key: Key) -> Record | None:
+        rec = self.records.pop(key, None)
+        if rec is not None:
+            self._held = self._held - rec.held
+        return rec
+
+    def stop(self, key: Key) -> Record | None:
+        """Mark a container stopped: it keeps its record but holds nothing (its CPUs go back to the pool)."""
+        rec = self.records.get(key)
+        if rec is None:
+            return None
+        self._held = self._held - rec.held
+        self.records[key] = replace(rec, running=False, exclusive=frozenset(), withheld=frozenset(),
+                                    shared_cpus=frozenset(), groups=())
+        return rec
+
+    def pod_keys(self, pod_uid: str) -> list[Key]:
+        return [k for k in self.records if k[0] == pod_uid]
+
+    def exclusive_map(self) -> dict[str, CPUs]:
+        return {f"{k[0]}/{k[1]}": r.held for k, r in sorted(self.records.items()) if r.held}
+
+    # ---- invariants (docs/spec.md §3.2) ----
+    def check(self, applied: dict[Key, CPUs] | None = None) -> None:
+        """Raise StoreInvariantError unless every invariant holds; ``applied`` = runtime cpusets by key."""
+        union: set[int] = set()
+        total = 0
+        ids: set[str] = set()
+        for key, rec in self.records.items():
+            held = rec.held
+            if not held <= self.online:
+                raise StoreInvariantError(f"{key}: holds offline or unknown CPUs {format_cpulist(held - self.online)}")
+            if held & self.reserved:
+                raise StoreInvariantError(f"{key}: holds reserved CPUs {format_cpulist(held & self.reserved)}")
+            if rec.exclusive & rec.withheld:
+                raise StoreInvariantError(f"{key}: a CPU is both granted and withheld")
+            union |= held
+            total += len(held)
+            if rec.container_id in ids:
+                raise StoreInvariantError(f"{key}: container id {rec.container_id} used twice")
+            ids.add(rec.container_id)
+        if total != len(union):
+            raise StoreInvariantError("two containers hold the same CPU (exclusive sets not pairwise disjoint)")
+        if frozenset(union) != self._held:
+            raise StoreInvariantError("held-CPU cache differs from the records")
+        pool = self.shared_pool
+        rest = self.reserved if self.strict else frozenset()
+        if pool & self._held or (pool | self._held | rest) != self.online:
+            raise StoreInvariantError("shared pool != online − reserved(strict) − held")
+        if applied is not None:
+            for key, rec in self.records.items():
+                want = self.effective(rec)
+                got = applied.get(key, frozenset())
+                if got != want:
+                    raise StoreInvariantError(f"{key}: runtime cpuset {format_cpulist(got)!r} != store "
+                                              f"{format_cpulist(want)!r}")

@@ -1,0 +1,175 @@
+"""The plugin watcher: polls ``<root>/plugins_registry``, registers CCI drivers, notices them leave and come back."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from ..protocol.protos import cci_v1alpha1_pb2_grpc as cci_grpc
+from ..protocol.protos import pluginregistration_pb2 as reg_pb2
+from ..protocol.protos import pluginregistration_pb2_grpc as reg_grpc
+
+PLUGIN_TYPE = "CCIPlugin"  # docs/spec.md §1: the type a CCI driver advertises in PluginInfo
+SUPPORTED_VERSION = "v1alpha1"
+log = logging.getLogger("cci.node.watcher")
+
+
+@dataclass
+class DriverConn:
+    """A registered CCI driver: its name, service socket and a channel kept open across calls."""
+
+    name: str
+    endpoint: str
+    registration_socket: str
+    channel: grpc.Channel = field(repr=False)
+    stub: cci_grpc.CCIDriverStub = field(repr=False)
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+def validate_info(info: reg_pb2.PluginInfo, plugins_dir: Path) -> str:
+    """The reason a PluginInfo is refused, or "" when it is acceptable (DESIGN §2.3)."""
+    if info.type != PLUGIN_TYPE:
+        return f"unsupported plugin type {info.type!r}: this node handles {PLUGIN_TYPE!r}"
+    if not info.name or "/" in info.name or info.name.startswith("."):
+        return f"invalid driver name {info.name!r}"
+    if SUPPORTED_VERSION not in info.supported_versions:
+        return f"none of the supported versions {list(info.supported_versions)} is {SUPPORTED_VERSION!r}"
+    endpoint = Path(info.endpoint)
+    if not endpoint.is_absolute() or not str(endpoint).startswith(str(plugins_dir) + os.sep):
+        return f"endpoint {info.endpoint!r} is not a socket under {str(plugins_dir)!r}"
+    try:
+        if not stat.S_ISSOCK(os.stat(endpoint).st_mode):
+            return f"endpoint {info.endpoint!r} is not a unix socket"
+    except OSError:
+        return f"endpoint {info.endpoint!r} does not exist"
+    return ""
+
+
+class PluginWatcher:
+    """Polls the registry directory (interval ``poll_s``); every RPC it makes has a deadline."""
+
+    def __init__(self, registry_dir: Path, plugins_dir: Path, poll_s: float, rpc_timeout_s: float,
+                 on_register: Callable[[str], None] | None = None):
+        self.registry_dir = Path(registry_dir)
+        self.plugins_dir = Path(plugins_dir)
+        self.poll_s = poll_s
+        self.rpc_timeout_s = rpc_timeout_s
+        self.on_register = on_register
+        self.drivers: dict[str, DriverConn] = {}
+        self.refused: dict[str, str] = {}  # registration socket -> reason
+        self._seen: dict[str, tuple[int, int, int]] = {}  # socket -> (inode, mtime, ctime) handled
+        self._retry_at: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="plugin-watcher", daemon=True)
+
+    def start(self) -> None:
+        self.registry_dir.mkdir(parents=True, exist_ok=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        with self._lock:
+            for conn in self.drivers.values():
+                conn.close()
+            self.drivers.clear()
+
+    def get(self, name: str) -> DriverConn | None:
+        with self._lock:
+            return self.drivers.get(name)
+
+    def names(self) -> tuple[str, ...]:
+        with self._lock:
+            return tuple(sorted(self.drivers))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.poll_once()
+            except Exception:  # the watcher must outlive any single bad plugin
+                log.exception("plugin watcher poll failed")
+            self._stop.wait(self.poll_s)
+
+    def poll_once(self) -> None:
+        present: dict[str, tuple[int, int, int]] = {}
+        try:
+            entries = list(os.scandir(self.registry_dir))
+        except OSError:
+            entries = []
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISSOCK(st.st_mode):
+                present[entry.path] = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+        for path in list(self._seen):
+            if present.get(path) != self._seen[path]:
+                self._forget(path)
+        now = time.monotonic()
+        for path, ident in present.items():
+            if path in self._seen or self._retry_at.get(path, 0.0) > now:
+                continue
+            if self._register(path):
+                self._seen[path] = ident
+                self._retry_at.pop(path, None)
+            else:  # not answering yet: retry soon, backing off up to 1 s
+                self._retry_at[path] = now + min(1.0, self.poll_s * 4)
+
+    def _forget(self, path: str) -> None:
+        """The socket went away or was re-created: deregister whatever it registered."""
+        self._seen.pop(path, None)
+        self.refused.pop(path, None)
+        with self._lock:
+            for name, conn in list(self.drivers.items()):
+                if conn.registration_socket == path:
+                    log.info("driver %s deregistered: registration socket %s went away", name, path)
+                    conn.close()
+                    del self.drivers[name]
+
+    def _register(self, path: str) -> bool:
+        """GetInfo + validate + NotifyRegistrationStatus; False when the plugin did not answer (retry)."""
+        try:
+            with grpc.insecure_channel(f"unix:{path}") as channel:
+                stub = reg_grpc.RegistrationStub(channel)
+                info = stub.GetInfo(reg_pb2.InfoRequest(), timeout=self.rpc_timeout_s)
+                reason = validate_info(info, self.plugins_dir)
+                try:
+                    stub.NotifyRegistrationStatus(
+                        reg_pb2.RegistrationStatus(plugin_registered=not reason, error=reason),
+                        timeout=self.rpc_timeout_s)
+                except grpc.RpcError as exc:  # the kubelet logs and goes on; so do we
+                    log.warning("NotifyRegistrationStatus to %s failed: %s", path, exc.code())
+        except grpc.RpcError as exc:
+            log.info("GetInfo on %s failed (%s); will retry", path, exc.code())
+            return False
+        if reason:
+            log.warning("refused plugin at %s: %s", path, reason)
+            self.refused[path] = reason
+            return True
+        # a driver restarts behind the same endpoint: reconnect quickly instead of gRPC's 1 s+ backoff
+        channel = grpc.insecure_channel(f"unix:{info.endpoint}", options=[
+            ("grpc.initial_reconnect_backoff_ms", 20), ("grpc.min_reconnect_backoff_ms", 20),
+            ("grpc.max_reconnect_backoff_ms", 200)])
+        conn = DriverConn(info.name, info.endpoint, path, channel, cci_grpc.CCIDriverStub(channel))
+        with self._lock:
+            old = self.drivers.pop(info.name, None)
+            self.drivers[info.name] = conn
+        if old is not None:
+            old.close()
+        log.info("driver %s registered (endpoint %s)", info.name, info.endpoint)
+        if self.on_register is not None:
+            self.on_register(info.name)
+        return True

@@ -1,0 +1,206 @@
+"""The cci-conformance pytest plugin: the options, fixtures and hooks of a certification run."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from .certify.catalog import base_test_id
+from .certify.collector import PROP_EVIDENCE, PROP_NA, PROP_REQUIREMENTS
+from .certify.outcomes import CAPABILITY_NA_KIND, capability_skip_reason
+from .certify.sessions import collect_failure_evidence
+from .certify.settings import DEFAULT_BACKEND, DEFAULT_NODE_PROFILE, DEFAULT_TOPOLOGIES, RunSettings
+from .certify.stash import FAILED, SESSIONS_USED, SETTINGS
+from .errors import ConfigError
+from .paths import PROJECT_ROOT, REFERENCE_DRIVER_DIR
+from .protocol.capabilities import KNOWN_CAPABILITIES
+
+FIXTURES_PACKAGE = "cci_conformance_fixtures"  # a private name: "fixtures" is also a PyPI package
+FIXTURES_DIR = PROJECT_ROOT / "fixtures"
+MARKERS = (
+    "requirement(*ids): the catalog requirement(s) this conformance test proves",
+    "needs(*capabilities): driver capabilities the test needs (skipped with the reason when undeclared)",
+    "fresh_node: give this test a node session of its own instead of the module's shared one",
+    "node_profile(name): run this test's node with profiles/node/<name>.yaml",
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("cci-conformance", "CCI driver certification")
+    group.addoption("--cci-driver", metavar="DIR|MANIFEST", default=None,
+                    help="driver under test: a folder with driver.yaml, or the manifest "
+                         f"(default: drivers_under_test/{REFERENCE_DRIVER_DIR.name})")
+    group.addoption("--cci-topology", metavar="NAME", action="append", default=None,
+                    help=f"machine to certify on, repeatable (default: {' '.join(DEFAULT_TOPOLOGIES)})")
+    group.addoption("--cci-profile", metavar="NAME|FILE", default=None,
+                    help="latency profile (profiles/latency/NAME.yaml or a file; default: default)")
+    group.addoption("--cci-backend", metavar="NAME", default=None, help=f"backend (default: {DEFAULT_BACKEND})")
+    group.addoption("--cci-node-profile", metavar="NAME|FILE", default=None,
+                    help=f"node profile (profiles/node/NAME.yaml; default: {DEFAULT_NODE_PROFILE})")
+    group.addoption("--cci-report-dir", metavar="DIR", default=None,
+                    help="write report.json, junit.xml, report.html and the bundle here")
+    group.addoption("--cci-catalog", metavar="FILE", default=None,
+                    help="requirement catalog (default: suites/requirements.yaml)")
+    group.addoption("--cci-progress", action="store_true", default=False,
+                    help="print one [cci] line per finished test with a running count")
+
+
+def _settings(config: pytest.Config) -> RunSettings:
+    opt = config.getoption
+    settings = RunSettings(progress=bool(opt("cci_progress")))
+    if opt("cci_driver"):
+        settings.driver = Path(opt("cci_driver"))
+    if opt("cci_topology"):
+        settings.topologies = tuple(opt("cci_topology"))
+    for attr, name in (("profile", "cci_profile"), ("backend", "cci_backend"), ("node_profile", "cci_node_profile")):
+        if opt(name):
+            setattr(settings, attr, opt(name))
+    if opt("cci_report_dir"):
+        settings.report_dir = Path(opt("cci_report_dir")).resolve()
+    if opt("cci_catalog"):
+        settings.catalog_path = Path(opt("cci_catalog")).resolve()
+    return settings
+
+
+def _register_fixtures(config: pytest.Config) -> None:
+    if not (FIXTURES_DIR / "__init__.py").is_file():
+        return
+    package = sys.modules.get(FIXTURES_PACKAGE)
+    if package is None:
+        spec = importlib.util.spec_from_file_location(FIXTURES_PACKAGE, FIXTURES_DIR / "__init__.py",
+                                                      submodule_search_locations=[str(FIXTURES_DIR)])
+        package = importlib.util.module_from_spec(spec)
+        sys.modules[FIXTURES_PACKAGE] = package
+        spec.loader.exec_module(package)
+    for name in package.FIXTURE_MODULES:
+        module = importlib.import_module(f"{FIXTURES_PACKAGE}.{name}")
+        if not config.pluginmanager.is_registered(module):
+            config.pluginmanager.register(module, f"cci-fixtures-{name}")
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _asked_for_certification(config: pytest.Config) -> bool:
+    return any(config.getoption(o) for o in ("cci_report_dir", "cci_driver", "cci_topology", "cci_profile",
+                                             "cci_backend", "cci_catalog"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before junitxml reads --junitxml
+def pytest_configure(config: pytest.Config) -> None:
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
+    settings = _settings(config)
+    config.stash[SETTINGS] = settings
+    _register_fixtures(config)
+    if _is_worker(config):
+        return
+    if _asked_for_certification(config):
+        try:
+            settings.validate()
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    if settings.report_dir is not None:
+        settings.report_dir.mkdir(parents=True, exist_ok=True)
+        if not config.option.xmlpath:
+            config.option.xmlpath = str(settings.report_dir / "junit.xml")
+    from .certify.run_report import CertificationReporter
+
+    reporter = CertificationReporter(config, settings)
+    config.pluginmanager.register(reporter, "cci-reporter")
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistCount(reporter), "cci-xdist-count")
+
+
+class _XdistCount:
+    """Under xdist the controller collects nothing; the workers tell it how many tests there are."""
+
+    def __init__(self, reporter):
+        self.reporter = reporter
+
+    def pytest_xdist_node_collection_finished(self, node, ids) -> None:
+        self.reporter.total = max(self.reporter.total, len(ids))
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    settings = config.stash[SETTINGS]
+    return [f"cci-conformance: driver {settings.driver}, topologies {', '.join(settings.topologies)}, "
+            f"backend {settings.backend}, latency profile {settings.profile}"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "topology_name" not in metafunc.fixturenames:
+        return
+    for marker in metafunc.definition.iter_markers("parametrize"):
+        names = marker.args[0] if marker.args else ""
+        if "topology_name" in (names if isinstance(names, list | tuple) else names.split(",")):
+            return  # the test chose its machines itself
+    names = list(metafunc.config.stash[SETTINGS].topologies)
+    # Session scope groups tests by machine, so each topology is loaded and rendered once.
+    metafunc.parametrize("topology_name", names, ids=names, scope="session")
+
+
+def _marker_args(item: pytest.Item, name: str) -> list:
+    return [arg for marker in item.iter_markers(name) for arg in marker.args]
+
+
+def _check_item(item: pytest.Item, settings: RunSettings, use_catalog: bool) -> str | None:
+    """Validate an item's markers; mark capability skips. Returns a problem text, or None."""
+    ids = _marker_args(item, "requirement")
+    caps = _marker_args(item, "needs")
+    if not ids and not caps and not use_catalog:
+        return None
+    if ids or use_catalog:
+        catalog = settings.catalog  # ConfigError propagates: a broken catalog is a collection error
+        unknown = [i for i in ids if not isinstance(i, str) or i not in catalog]
+        if unknown:
+            return (f"unknown requirement id {unknown[0]!r} in @pytest.mark.requirement; fix: use an id of "
+                    f"{catalog.path} or add the requirement there")
+        listed = catalog.requirements_for_test(base_test_id(item.nodeid))  # named in the catalog's `tests`
+        if ids or listed:
+            item.user_properties.append((PROP_REQUIREMENTS, sorted(set(ids) | set(listed))))
+    bad_caps = [c for c in caps if c not in KNOWN_CAPABILITIES]
+    if bad_caps:
+        return (f"unknown capability {bad_caps[0]!r} in @pytest.mark.needs; fix: use one of "
+                + ", ".join(KNOWN_CAPABILITIES))
+    missing = [c for c in caps if c not in settings.manifest.capabilities]
+    if missing:
+        reason = capability_skip_reason(settings.manifest.name, missing[0])
+        item.add_marker(pytest.mark.skip(reason=reason))
+        item.user_properties.append((PROP_NA, {"kind": CAPABILITY_NA_KIND, "reason": reason}))
+    return None
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+    settings = config.stash[SETTINGS]
+    use_catalog = settings.report_dir is not None or any(i.get_closest_marker("requirement") for i in items)
+    keep = []
+    for item in items:
+        try:
+            problem = _check_item(item, settings, use_catalog)
+        except ConfigError as exc:
+            problem = str(exc)
+        if problem is None:
+            keep.append(item)
+            continue
+        # A real collection error: pytest (and xdist's controller) stop before running anything.
+        report = pytest.CollectReport(item.nodeid, "failed", longrepr=problem, result=[])
+        config.hook.pytest_collectreport(report=report)
+    items[:] = keep
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    report = yield
+    if report.failed and report.when in ("setup", "call"):
+        item.stash[FAILED] = True
+        settings = item.config.stash[SETTINGS]
+        paths = collect_failure_evidence(settings.report_dir, item.nodeid, item.stash.get(SESSIONS_USED, []))
+        if paths:
+            report.user_properties.append((PROP_EVIDENCE, paths))
+    return report

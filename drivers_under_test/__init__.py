@@ -1,0 +1,1 @@
+"""Drivers under test: the reference CCI driver and the mutant drivers that each break one rule."""

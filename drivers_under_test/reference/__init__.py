@@ -1,0 +1,1 @@
+"""The reference CCI driver: the policy every suite is first proven against."""

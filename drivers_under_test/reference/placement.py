@@ -1,0 +1,144 @@
+"""Topology-aware best-fit CPU placement for the reference driver (whole NUMA nodes, then whole cores, then threads)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from cci_conformance.topology.model import Topology
+
+CPUs = frozenset[int]
+
+
+class NoFit(Exception):
+    """The request cannot be placed in the given domain."""
+
+
+class Placer:
+    """Precomputed topology views plus the take-by-topology steps, in the spirit of the kubelet's
+    static policy (takeByTopology: whole sockets/NUMA nodes, then whole cores, then single threads)."""
+
+    def __init__(self, topology: Topology):
+        self.topology = topology
+
+    @cached_property
+    def node_cores(self) -> dict[int, tuple[tuple[int, ...], ...]]:
+        """NUMA node -> its cores (sorted thread ids), ordered by lowest thread id."""
+        out: dict[int, list[tuple[int, ...]]] = {n: [] for n in self.topology.node_cpus}
+        for core in self.topology.cores:
+            out[self.topology.node_of[min(core)]].append(tuple(sorted(core)))
+        return {n: tuple(cores) for n, cores in out.items()}
+
+    @property
+    def cpu_nodes(self) -> tuple[int, ...]:
+        return tuple(sorted(self.node_cores))
+
+    # ---- per-node building blocks ----
+    def free_cores(self, node: int, free: CPUs) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
+        """(whole free cores, the free threads of partly used cores) on ``node``."""
+        whole, partial = [], []
+        for core in self.node_cores[node]:
+            ts = tuple(t for t in core if t in free)
+            if len(ts) == len(core):
+                whole.append(core)
+            elif ts:
+                partial.append(ts)
+        return whole, partial
+
+    def capacity(self, node: int, free: CPUs, siblings: str) -> int:
+        """How many CPUs ``node`` can give in this sibling mode."""
+        whole, partial = self.free_cores(node, free)
+        if siblings == "required":
+            return sum(len(c) for c in whole)
+        if siblings == "denied":
+            return len(whole)
+        return sum(len(c) for c in whole) + sum(len(p) for p in partial)
+
+    def take_on_node(self, node: int, free: CPUs, n: int, siblings: str) -> CPUs:
+        """``n`` CPUs from one node: whole cores first, then (preferred) the fewest split cores."""
+        whole, partial = self.free_cores(node, free)
+        if siblings == "denied":  # one thread per whole free core; the siblings are withheld by the caller
+            if len(whole) < n:
+                raise NoFit
+            return frozenset(core[0] for core in whole[:n])
+        taken: list[int] = []
+        rem = n
+        for core in sorted(whole, key=len, reverse=True):  # hybrid parts: big cores first
+            if rem >= len(core):
+                taken.extend(core)
+                rem -= len(core)
+            if rem == 0:
+                break
+        if rem == 0:
+            return frozenset(taken)
+        if siblings == "required":
+            raise NoFit
+        used = set(taken)
+        leftover = [c for c in whole if c[0] not in used]
+        # Remainder: the smallest partly used core that holds it (no new split), else split the smallest
+        # whole core that holds it (one split), else gather fragments.
+        fit = next((p for p in sorted(partial, key=len) if len(p) >= rem), None)
+        if fit is None:
+            fit = next((c for c in sorted(leftover, key=len) if len(c) >= rem), None)
+        if fit is not None:
+            return frozenset(taken) | frozenset(fit[:rem])
+        pool = [t for p in partial for t in p] + [t for c in leftover for t in c]
+        if len(pool) < rem:
+            raise NoFit
+        return frozenset(taken) | frozenset(pool[:rem])
+
+    # ---- domains ----
+    def take_single(self, nodes: list[int], free: CPUs, n: int, siblings: str) -> CPUs:
+        """Best fit on one node: the node whose capacity exceeds ``n`` by the least."""
+        fits = [(self.capacity(node, free, siblings), node) for node in nodes]
+        fits = sorted((cap, node) for cap, node in fits if cap >= n)
+        for _, node in fits:
+            try:
+                return self.take_on_node(node, free, n, siblings)
+            except NoFit:
+                continue
+        raise NoFit
+
+    def take_any(self, nodes: list[int], free: CPUs, n: int, siblings: str, unit: int) -> CPUs:
+        """One node if it fits; else whole free nodes first, then the emptiest nodes, ``unit`` CPUs at a time."""
+        try:
+            return self.take_single(nodes, free, n, siblings)
+        except NoFit:
+            pass
+        caps = {node: self.capacity(node, free, siblings) for node in nodes}
+        sizes = {node: len(self.topology.node_cpus[node]) for node in nodes}
+        order = sorted(nodes, key=lambda nd: (caps[nd] != sizes[nd], -caps[nd], nd))
+        taken: CPUs = frozenset()
+        rem = n
+        for node in order:
+            if rem == 0:
+                break
+            k = min(rem, caps[node] - caps[node] % unit)
+            if k <= 0:
+                continue
+            taken |= self.take_on_node(node, free, k, siblings)
+            rem -= k
+        if rem:
+            raise NoFit
+        return taken
+
+    def take_spread(self, nodes: list[int], free: CPUs, n: int, siblings: str, unit: int) -> CPUs:
+        """Interleave: at least ``unit`` CPUs on every node of ``nodes``, the rest spread evenly."""
+        caps = {node: self.capacity(node, free, siblings) // unit for node in nodes}
+        units = n // unit
+        if n % unit or units < len(nodes) or any(c < 1 for c in caps.values()) or sum(caps.values()) < units:
+            raise NoFit
+        share = dict.fromkeys(nodes, 0)
+        left = units
+        while left:
+            progressed = False
+            for node in nodes:
+                if left and share[node] < caps[node]:
+                    share[node] += 1
+                    left -= 1
+                    progressed = True
+            if not progressed:
+                raise NoFit
+        taken: CPUs = frozenset()
+        for node in nodes:
+            taken |= self.take_on_node(node, free, share[node] * unit, siblings)
+        return taken

@@ -1,0 +1,133 @@
+"""Pod and claim builders plus public-surface observers shared by the conformance suites."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+from cci_conformance.cpuset import CPUs, format_cpulist
+from cci_conformance.node.api import AdmissionResult, ClaimRef, ContainerSpec, NodeSnapshot, PodSpec
+from cci_conformance.node.verify import check_cpu_manager_state, check_pod_resources, check_snapshot
+from cci_conformance.protocol.claims import ClaimRequest, parse_claim
+from cci_conformance.protocol.semantics import GroupReply, Violation, check_admission
+from cci_conformance.topology.model import Topology
+
+NAMESPACE = "conformance"
+_UIDS = itertools.count(1)
+
+
+def new_uid(prefix: str = "pod") -> str:
+    return f"{prefix}-{next(_UIDS):05d}"
+
+
+def group(cores, *cpu: str, mem: str = "NO-MEM-AFFINITY", device: str | None = None,
+          affinity: str = "NO-DEVICE-AFFINITY") -> dict:
+    """One core group: ``group(4, "EXCLUSIVE", "CORE-SIBLING-DENIED", mem=..., device=..., affinity=...)``."""
+    dev = affinity if device is None else {"affinity": affinity, "device": device}
+    return {"cores": str(cores), "cpu": list(cpu) or ["SHARED"], "mem": mem, "device": dev}
+
+
+def params(*groups: dict) -> dict:
+    """Claim parameters (docs/spec.md S2.1) from groups built by :func:`group`."""
+    return {"cores": [g["cores"] for g in groups], "cpu attributes": [g["cpu"] for g in groups],
+            "mem attributes": [g["mem"] for g in groups], "device attributes": [g["device"] for g in groups]}
+
+
+def exclusive(n: int, *extra: str, **kw) -> dict:
+    return params(group(n, "EXCLUSIVE", *extra, **kw))
+
+
+def shared(n: int, *extra: str, **kw) -> dict:
+    return params(group(n, "SHARED", *extra, **kw))
+
+
+def claim_pod(parameters: dict | str, uid: str | None = None, containers: int = 1) -> PodSpec:
+    """A pod whose containers each use one claim (each container gets its own admission, S1.3)."""
+    uid = uid or new_uid("cci")
+    claim = ClaimRef(name="claim", uid=f"claim-{uid}", parameters=parameters)
+    specs = tuple(ContainerSpec(name=f"c{i}", claim="claim") for i in range(containers))
+    return PodSpec(NAMESPACE, f"name-{uid}", uid, specs, (claim,))
+
+
+def static_pod(cpus: int, uid: str | None = None) -> PodSpec:
+    """A Guaranteed pod with an integer CPU request: the static CPU manager gives it exclusive CPUs."""
+    uid = uid or new_uid("static")
+    q = str(cpus)
+    return PodSpec(NAMESPACE, f"name-{uid}", uid, (ContainerSpec("c0", q, q, "100Mi", "100Mi"),))
+
+
+def standard_pod(uid: str | None = None) -> PodSpec:
+    """A Burstable pod: it runs on the shared pool."""
+    uid = uid or new_uid("std")
+    return PodSpec(NAMESPACE, f"name-{uid}", uid, (ContainerSpec("c0", "250m", "1"),))
+
+
+# ---- observing ----
+def held(snap: NodeSnapshot) -> CPUs:
+    """Every CPU somebody holds (static grants, CCI exclusive grants, withheld siblings)."""
+    return frozenset().union(*snap.exclusive.values()) if snap.exclusive else frozenset()
+
+
+def available_now(snap: NodeSnapshot) -> CPUs:
+    """The availableCpus the node sends with the next CCIAdmit (docs/spec.md S1.4, S3.2)."""
+    return snap.online - snap.reserved - held(snap)
+
+
+def withheld_of(snap: NodeSnapshot, key: str) -> CPUs:
+    return frozenset(snap.extra.get("withheld", {}).get(key, ()))
+
+
+def assignment(result: AdmissionResult, container: str = "c0"):
+    return next(a for a in result.containers if a.container == container)
+
+
+def reply_groups(result: AdmissionResult, snap_after: NodeSnapshot, container: str = "c0") -> list[GroupReply]:
+    """The driver's groups as the node recorded them; a group is exclusive when the node holds it."""
+    a = assignment(result, container)
+    key = f"{a.pod_uid}/{a.container}"
+    holds = snap_after.exclusive.get(key, frozenset()) - withheld_of(snap_after, key)
+    groups = a.groups or (a.cpus,)
+    return [GroupReply(frozenset(g), bool(g) and frozenset(g) <= holds) for g in groups]
+
+
+def parse(parameters: dict, topology: Topology, capabilities) -> ClaimRequest:
+    return parse_claim(json.dumps(parameters), topology, capabilities)
+
+
+def violations(parameters: dict, topology: Topology, capabilities, available: CPUs, result: AdmissionResult,
+               snap_after: NodeSnapshot, container: str = "c0", held_by_others: CPUs = frozenset()) -> list[Violation]:
+    """Every docs/spec.md §2 rule the admitted container's CPUs break (independent checker)."""
+    claim = parse(parameters, topology, capabilities)
+    groups = reply_groups(result, snap_after, container)
+    a = assignment(result, container)
+    return check_admission(claim, topology, available, groups, rset_cpuset=a.cpus, rset_exclusive=a.exclusive,
+                           held_by_others=held_by_others)
+
+
+def node_problems(session, strict_reservation: bool = False) -> list[str]:
+    """Node-wide invariants on every public surface: snapshot, runtime cpusets, pod-resources, cpu_manager_state."""
+    snap = session.snapshot()
+    problems = check_snapshot(snap, strict_reservation)
+    problems += check_pod_resources(session.listed_exclusive_cpus(), session.allocatable_cpus(), snap)
+    raw = session.state_files().get("cpu_manager_state")
+    if raw is not None:
+        problems += check_cpu_manager_state(raw, snap, snap.extra.get("policy", "static"))
+    return problems
+
+
+def ledger(session) -> tuple:
+    """What a refused admission must leave unchanged: holdings, pool, containers, pod-resources, state files."""
+    snap = session.snapshot()
+    files = session.state_files()
+    cci = json.loads(json.loads(files["cci_manager_state"])["Data"]) if "cci_manager_state" in files else {}
+    cci.pop("generation", None)
+    return (snap.exclusive, snap.shared_pool, sorted((c.pod_uid, c.container, c.store_cpus) for c in snap.containers),
+            session.listed_exclusive_cpus(), files.get("cpu_manager_state"), json.dumps(cci, sort_keys=True))
+
+
+def fmt(cpus) -> str:
+    return format_cpulist(cpus) or "(empty)"
+
+
+def free_cores(topology: Topology, free: CPUs) -> list[CPUs]:
+    return [c for c in topology.cores if c <= free]

@@ -1,0 +1,95 @@
+"""Driver manifests: the reference manifest loads; every kind of mistake is a ConfigError naming file and key."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+from cci_conformance.drivers.manifest import load_manifest
+from cci_conformance.errors import ConfigError
+from cci_conformance.paths import REFERENCE_DRIVER_DIR
+from cci_conformance.protocol.capabilities import KNOWN_CAPABILITIES
+
+GOOD = """\
+name: demo
+protocol: cci/v1alpha1
+capabilities: [exclusive, shared]
+local:
+  command: ["{python}", "driver.py", "--registry-dir={registry_dir}", "--plugin-dir={plugin_dir}",
+            "--sysfs-root={sysfs_root}", "--state-dir={state_dir}", "--driver-name={driver_name}"]
+env:
+  DEMO_STATE: "{state_dir}/x"
+startup_timeout_s: 3
+"""
+
+
+def write(tmp_path, text, name="driver.yaml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_reference_manifest_loads_and_declares_every_capability():
+    m = load_manifest(REFERENCE_DRIVER_DIR)
+    assert m.name == "reference" and m.protocol == "cci/v1alpha1"
+    assert m.capabilities == frozenset(KNOWN_CAPABILITIES)
+    assert m.folder == REFERENCE_DRIVER_DIR.resolve()
+
+
+def test_placeholders_are_filled_in(tmp_path):
+    m = load_manifest(write(tmp_path, GOOD))
+    argv = m.argv(registry_dir="/r", plugin_dir="/p", sysfs_root="/s", state_dir="/st")
+    assert argv == [sys.executable, "driver.py", "--registry-dir=/r", "--plugin-dir=/p", "--sysfs-root=/s",
+                    "--state-dir=/st", "--driver-name=demo"]
+    assert m.environment(registry_dir="/r", plugin_dir="/p", sysfs_root="/s", state_dir="/st",
+                         driver_name="other") == {"DEMO_STATE": "/st/x"}
+    assert m.startup_timeout_s == 3.0
+    assert m.has("exclusive") and not m.has("groups")
+    with pytest.raises(ValueError):
+        m.has("warp-drive")
+
+
+def test_directory_or_file(tmp_path):
+    write(tmp_path, GOOD)
+    assert load_manifest(tmp_path).name == load_manifest(tmp_path / "driver.yaml").name == "demo"
+
+
+ERRORS = [
+    ("unknown top key", GOOD + "colour: blue\n", "colour", "unknown key 'colour'"),
+    ("unknown local key", GOOD.replace("local:\n", "local:\n  shell: true\n"), "local.shell", "unknown key 'shell'"),
+    ("unknown placeholder", GOOD.replace("{sysfs_root}", "{sys_root}"), "local.command[4]",
+     "unknown placeholder '{sys_root}'"),
+    ("placeholder in env", GOOD.replace("{state_dir}/x", "{home}/x"), "env.DEMO_STATE", "'{home}'"),
+    ("unbalanced brace", GOOD.replace('"driver.py"', '"driver{.py"'), "local.command[1]", "unbalanced brace"),
+    ("unknown capability", GOOD.replace("[exclusive, shared]", "[exclusive, telepathy]"), "capabilities",
+     "unknown capability 'telepathy'"),
+    ("wrong protocol", GOOD.replace("cci/v1alpha1", "dra/v1"), "protocol", "is not one of"),
+    ("missing name", GOOD.replace("name: demo\n", ""), "(top level)", "'name' is a required property"),
+    ("missing command", GOOD.split("local:")[0] + "local: {}\n", "local", "'command' is a required property"),
+    ("command is a string", GOOD.split("local:")[0] + "local:\n  command: run.sh --x\n", "local.command",
+     "is not of type 'array'"),
+    ("bad timeout", GOOD.replace("startup_timeout_s: 3", "startup_timeout_s: -1"), "startup_timeout_s",
+     "less than or equal to the minimum"),
+    ("bad name", GOOD.replace("name: demo", "name: Demo Driver"), "name", "does not match"),
+    ("not a mapping", "- a\n- b\n", None, "must be a mapping"),
+    ("bad yaml", "name: [demo\n", "line", "not valid YAML"),
+]
+
+
+@pytest.mark.parametrize("case, text, field, problem", ERRORS, ids=[e[0] for e in ERRORS])
+def test_manifest_errors_name_file_and_key(tmp_path, case, text, field, problem):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_manifest(path)
+    assert err.value.file == str(path) or err.value.file == str(path.resolve())
+    if field:
+        assert (err.value.field or "").startswith(field)
+    assert problem in err.value.problem
+    assert err.value.fix
+
+
+def test_missing_manifest(tmp_path):
+    with pytest.raises(ConfigError, match="no driver manifest"):
+        load_manifest(tmp_path)
