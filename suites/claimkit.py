@@ -121,6 +121,7 @@ def ledger(session) -> tuple:
     files = session.state_files()
     cci = json.loads(json.loads(files["cci_manager_state"])["Data"]) if "cci_manager_state" in files else {}
     cci.pop("generation", None)
+    cci.pop("cpuManagerState", None)  # checksums of the file pair: the cpu_manager_state bytes are compared instead
     return (snap.exclusive, snap.shared_pool, sorted((c.pod_uid, c.container, c.store_cpus) for c in snap.containers),
             session.listed_exclusive_cpus(), files.get("cpu_manager_state"), json.dumps(cci, sort_keys=True))
 
@@ -131,3 +132,28 @@ def fmt(cpus) -> str:
 
 def free_cores(topology: Topology, free: CPUs) -> list[CPUs]:
     return [c for c in topology.cores if c <= free]
+
+
+def driver_client(session):
+    """A CCI client on the driver's own socket, for calls the node never repeats (retries after a lost reply)."""
+    from cci_conformance.drivers.client import CCIClient
+
+    endpoint = getattr(session, "cci_endpoint", lambda: None)()
+    if endpoint is None:
+        from cci_conformance.certify.outcomes import not_applicable
+
+        not_applicable("this backend does not expose the driver's CCI socket")
+    return CCIClient(endpoint, deadline_s=5.0)
+
+
+def handle(parameters: dict) -> str:
+    """The resource_handle the node sends for these parameters (sorted-key JSON)."""
+    return json.dumps(parameters, sort_keys=True)
+
+
+def multi_claim_pod(*parameters: dict, uid: str | None = None) -> PodSpec:
+    """A pod whose container ``c<i>`` uses its own claim ``claim<i>`` (admitted in order, S3.4)."""
+    uid = uid or new_uid("multi")
+    claims = tuple(ClaimRef(name=f"claim{i}", uid=f"claim{i}-{uid}", parameters=p) for i, p in enumerate(parameters))
+    specs = tuple(ContainerSpec(name=f"c{i}", claim=f"claim{i}") for i in range(len(parameters)))
+    return PodSpec(NAMESPACE, f"name-{uid}", uid, specs, claims)

@@ -40,6 +40,10 @@ class NodeSession(Protocol):
     # container while the node is down (as containerd would after the container exits); the node must
     # reconcile it at its next start
 
+    # Optional hooks the conformance suites use when a backend offers them (embedded does):
+    # stop_node()/start_node() (node down while the runtime goes on), cci_endpoint() -> Path | None
+    # (the driver's CCI socket, for retried calls the node never sends), pause_driver()/resume_driver().
+
     def allocatable_cpus(self) -> CPUs: ...  # pod-resources GetAllocatableResources
     def listed_exclusive_cpus(self) -> dict[str, CPUs]: ...  # pod-resources List: "<ns>/<pod>/<container>" -> cpu_ids
     def state_files(self) -> dict[str, bytes]: ...  # "cpu_manager_state", "cci_manager_state" as on disk

@@ -184,12 +184,16 @@ class EmbeddedSession:
         self._stop_node(hard)
         self.start_node()
 
-    def _wait_driver_registered(self) -> None:
+    def _wait_driver_registered(self, registrations_above: int = 0) -> None:
+        """Wait for a registration newer than ``registrations_above`` (a SIGKILLed driver's name lingers)."""
         if self.driver is None or not self.driver.alive:
             return
         name = self.driver.driver_name
-        wait_for(lambda: name in self.client.ping(timeout=1.0).drivers, self.manifest.startup_timeout_s,
-                 interval=0.02, what=f"node to register driver {name}")
+
+        def done():
+            reply = self.client.ping(timeout=1.0)
+            return name in reply.drivers and reply.registrations > registrations_above
+        wait_for(done, self.manifest.startup_timeout_s, interval=0.02, what=f"node to register driver {name}")
 
     def restart_driver(self, hard: bool = True) -> None:
         self.stop_driver(hard)
@@ -212,10 +216,12 @@ class EmbeddedSession:
     def start_driver(self) -> None:
         if self.driver is None:
             raise ConfigError("this session has no driver", field="driver_manifest", fix="open it with a manifest")
+        node_up = self._node is not None and self._node.poll() is None
+        before = self.client.ping(timeout=RPC_TIMEOUT_S).registrations if node_up else 0
         self.driver.start()
         self.driver.wait_registered()
-        if self._node is not None and self._node.poll() is None:
-            self._wait_driver_registered()
+        if node_up:
+            self._wait_driver_registered(before)
 
     # ---- acting ----
     def create_pod(self, pod: PodSpec) -> AdmissionResult:
@@ -259,6 +265,20 @@ class EmbeddedSession:
             if path.exists():
                 out[name] = path.read_bytes()
         return out
+
+    # ---- test hooks for the conformance suites (added by the suites' work; additive) ----
+    def cci_endpoint(self) -> Path | None:
+        """The driver's CCI socket (docs/spec.md S1.2): protocol-level checks such as a retried CCIAdmit."""
+        return self.driver.plugin_dir / "cci.sock" if self.driver else None
+
+    def pause_driver(self) -> None:
+        """SIGSTOP the driver: its calls hang until :meth:`resume_driver` (a driver busy answering)."""
+        if self.driver is not None and self.driver.alive:
+            _kill_group(self.driver.pid, signal.SIGSTOP)
+
+    def resume_driver(self) -> None:
+        if self.driver is not None and self.driver.pid is not None:
+            _kill_group(self.driver.pid, signal.SIGCONT)
 
     def runtime_cpusets(self) -> dict[str, str]:
         """"<pod_uid>/<container>" -> the cpuset.cpus text the runtime holds."""

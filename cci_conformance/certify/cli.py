@@ -98,8 +98,9 @@ def _stream(proc: subprocess.Popen, log_path: Path) -> list[str]:
     with log_path.open("w") as log:
         for line in proc.stdout:  # type: ignore[union-attr]
             log.write(line)
-            if line.startswith(PROGRESS_PREFIX):
-                sys.stdout.write(line)
+            at = line.find(PROGRESS_PREFIX)
+            if at >= 0:
+                sys.stdout.write(line[at:])
                 sys.stdout.flush()
             elif line.startswith(("ERROR:", "INTERNALERROR>")):
                 errors.append(line.rstrip())
@@ -107,7 +108,10 @@ def _stream(proc: subprocess.Popen, log_path: Path) -> list[str]:
 
 
 def _run_pytest(cmd: list[str], report_dir: Path, timeout: float) -> tuple[int, list[str], str]:
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    # Its own session: a terminal Ctrl-C reaches only us, and we forward exactly one SIGINT, so a
+    # second one cannot cut short the partial report pytest writes in its sessionfinish.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                            start_new_session=True)
     result: dict = {}
     reader = threading.Thread(target=lambda: result.update(errors=_stream(proc, report_dir / bundle.PYTEST_LOG)),
                               daemon=True)

@@ -35,6 +35,8 @@ def not_applicable(reason: str) -> None:
 class TestResult:
     """What one test node id (one topology parameter) ended as, merged over setup, call and teardown."""
 
+    __test__ = False  # not a test class, despite its name
+
     nodeid: str
     outcome: str
     reason: str = ""

@@ -85,6 +85,8 @@ class CertificationReporter:
         line = progress_line(self.collector.finished, self.total, result)
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         if terminal is not None:
+            if terminal._tw.width_of_current_line:  # after pytest's progress dots: start a line of our own
+                terminal.write("\n")
             terminal.write_line(line)
         else:
             sys.__stdout__.write(line + "\n")

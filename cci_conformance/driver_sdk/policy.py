@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -100,6 +101,7 @@ class Policy:
         self.topology = topology
         self.admissions: dict[tuple[str, str], Admission] = {}
         self._withheld: CPUs = frozenset()
+        self._dict_cache: dict[tuple[str, str], tuple[Admission, dict[str, Any], str]] = {}
 
     # ---------------- RPC entry points ----------------
     def admit(self, call: AdmitCall) -> Admission:
@@ -190,7 +192,38 @@ class Policy:
         return frozenset().union(*(a.withheld for a in self.admissions.values()))
 
     def snapshot(self) -> dict[str, Any]:
-        return {"admissions": [a.to_dict() for a in self.admissions.values()]}
+        """The state to persist (a subclass with more state extends this and :meth:`restore`)."""
+        return {"admissions": [self._cached(key, a)[0] for key, a in self.admissions.items()]}
+
+    def snapshot_text(self) -> str:
+        """``snapshot()`` as canonical JSON (sorted keys, no spaces); per-admission text is cached, so a
+        change costs one admission's encoding, not the whole state's (admission latency, S1.8)."""
+        if type(self).snapshot is not Policy.snapshot:
+            return json.dumps(self.snapshot(), sort_keys=True, separators=(",", ":"))
+        parts = [self._cached(key, a)[1] for key, a in self.admissions.items()]
+        if len(self._dict_cache) > len(self.admissions):
+            self._dict_cache = {k: v for k, v in self._dict_cache.items() if k in self.admissions}
+        return '{"admissions":[' + ",".join(parts) + "]}"
+
+    def _cached(self, key: tuple[str, str], a: Admission) -> tuple[dict[str, Any], str]:
+        hit = self._dict_cache.get(key)
+        if hit is None or hit[0] is not a:
+            d = a.to_dict()
+            hit = (a, d, json.dumps(d, sort_keys=True, separators=(",", ":")))
+            self._dict_cache[key] = hit
+        return hit[1], hit[2]
+
+    def checkpoint(self) -> tuple[dict[tuple[str, str], Admission], CPUs]:
+        """A cheap token to undo a failed call (admissions are replaced, never changed in place)."""
+        return dict(self.admissions), self._withheld
+
+    def rollback(self, token: tuple[dict[tuple[str, str], Admission], CPUs]) -> None:
+        self.admissions, self._withheld = dict(token[0]), token[1]
+
+    def changed_since(self, token: tuple[dict[tuple[str, str], Admission], CPUs]) -> bool:
+        before = token[0]
+        return len(before) != len(self.admissions) or any(
+            before.get(k) is not a for k, a in self.admissions.items())
 
     def restore(self, data: dict[str, Any]) -> None:
         admissions = [Admission.from_dict(d) for d in data.get("admissions", [])]

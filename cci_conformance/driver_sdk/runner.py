@@ -74,6 +74,7 @@ class DriverRuntime:
         self._servers.clear()
         for sock in (self.reg_socket, self.cci_socket):
             sock.unlink(missing_ok=True)
+        self.store.close()
         self.log.info("stopped")
 
 

@@ -51,18 +51,17 @@ class CCIServicer(pb_grpc.CCIDriverServicer):
         """Run ``fn`` under the lock; persist a change; on any failure restore the previous state."""
         start = time.perf_counter()
         with self._lock:
-            before = self.policy.snapshot()
+            before = self.policy.checkpoint()
             try:
                 result = fn()
-                after = self.policy.snapshot()
-                if after != before:
-                    self.store.save(after)
+                if self.policy.changed_since(before):
+                    self.store.save_canonical(self.policy.snapshot_text())  # before the reply: a crash cannot lose it
             except (PolicyError, ClaimError) as exc:
-                self.policy.restore(before)
+                self.policy.rollback(before)
                 self.log.info(f"{what}_refused", error=str(exc), **fields)
                 return None, str(exc)
             except Exception as exc:  # never a crashed server: an internal bug is still an `err` reply
-                self.policy.restore(before)
+                self.policy.rollback(before)
                 self.log.error(f"{what}_failed", error=repr(exc), **fields)
                 return None, f"internal driver error in {what}: {type(exc).__name__}: {exc}"
         self.log.info(what, ms=round((time.perf_counter() - start) * 1000, 3), **fields)

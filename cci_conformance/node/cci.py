@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from ..protocol.protos import cci_v1alpha1_pb2 as pb
 from ..topology.model import Topology
 from .watcher import DriverConn
 
-# Rejection reasons (AdmissionResult.reason; docs/spec.md §3.4)
+# Rejection reasons (AdmissionResult.reason; docs/spec.md S3.4)
 DRIVER_NOT_REGISTERED = "DriverNotRegistered"
 DRIVER_TIMEOUT = "DriverTimeout"
 DRIVER_UNAVAILABLE = "DriverUnavailable"
@@ -89,6 +90,15 @@ def remove(conn: DriverConn, req: pb.RemoveResourceRequest, timeout: float, time
     except grpc.RpcError as exc:
         return f"{exc.code()}"
     return resp.err
+
+
+@functools.lru_cache(maxsize=512)
+def parse_handle(resource_handle: str) -> ClaimRequest | None:
+    """``parse_parameters`` of the JSON text sent as resource_handle (cached: suites reuse claim shapes)."""
+    try:
+        return parse_claim(resource_handle, None, capabilities=("core-ranges",))
+    except (ClaimError, TypeError, ValueError):
+        return None
 
 
 def parse_parameters(parameters: dict, topology: Topology) -> ClaimRequest | None:

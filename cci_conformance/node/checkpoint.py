@@ -17,14 +17,16 @@ class CheckpointError(Exception):
     """A state file that is corrupt or does not match the node; the message says which file to delete and why."""
 
 
-def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+def write_atomic(path: Path | str, data: bytes, *, durable: bool = True) -> None:
     """Write ``data`` to ``path`` so that a reader (or a restart after SIGKILL) sees the old or the new bytes.
 
     Temp file + fsync + rename + directory fsync, as the kubelet's FileStore does for checkpoints;
     ``durable=False`` skips the fsyncs (the runtime's cpuset files stand for cgroupfs, which is not
     durable either).
     """
-    tmp = path.with_name(f".{path.name}.tmp")
+    path = os.fspath(path)
+    parent, name = os.path.split(path)
+    tmp = f"{parent}/.{name}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, data)
@@ -34,7 +36,7 @@ def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
         os.close(fd)
     os.rename(tmp, path)
     if durable:
-        dfd = os.open(path.parent, os.O_RDONLY)
+        dfd = os.open(parent, os.O_RDONLY)
         try:
             os.fsync(dfd)
         finally:
@@ -53,7 +55,19 @@ def canonical(value) -> str:
 
 def encode(data_text: str) -> bytes:
     """The file bytes for a canonical Data text: ``{"Data":"<text>","Checksum":<crc32 of text>}``."""
-    return b'{"Data":' + json.dumps(data_text).encode() + b',"Checksum":' + str(crc32(data_text)).encode() + b"}"
+    return encode_parts([data_text.encode()], [json.dumps(data_text)[1:-1].encode()])
+
+
+def encode_parts(parts: list[bytes], escaped: list[bytes]) -> bytes:
+    """``encode`` of the concatenated ``parts`` (UTF-8), given each part already escaped as a JSON string body.
+
+    Escaping is per character, so escaped parts concatenate and the CRC runs on; callers cache the
+    big, rarely changing part (the container list), which is most of the cost of a write.
+    """
+    crc = 0
+    for part in parts:
+        crc = zlib.crc32(part, crc)
+    return b'{"Data":"' + b"".join(escaped) + b'","Checksum":' + str(crc & 0xFFFFFFFF).encode() + b"}"
 
 
 def _restore_error(path: Path, problem: str) -> CheckpointError:

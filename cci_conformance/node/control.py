@@ -39,7 +39,8 @@ class NodeControlServicer(nc_grpc.NodeControlServicer):
 
     def Ping(self, request, context):
         return nc.PingResponse(generation=self.node.generation, mode=self.node.config.mode,
-                               drivers=list(self.node.watcher.names()), pid=os.getpid())
+                               drivers=list(self.node.watcher.names()), pid=os.getpid(),
+                               registrations=self.node.watcher.registrations)
 
     def CreatePod(self, request, context):
         try:

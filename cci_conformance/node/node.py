@@ -53,16 +53,17 @@ class Node:
         root = config.kubelet_root
         self.store = Store(topology.online_cpus, config.reserved, config.strict_reservation)
         self.runtime = Runtime(config.runtime_root)
-        self.files = StateFiles(root, config, self.store)
         self.static = StaticAllocator(topology, config) if config.policy == "static" else None
+        self.files = StateFiles(root, config, self.store, self.static.policy if self.static else None)
         self.watcher = PluginWatcher(root / "plugins_registry", root / "plugins", config.plugin_poll_s,
                                      config.rpc_timeout_s, on_register=self._driver_registered)
         self.pending: list[dict] = []
+        self._applied_version = -1
         self.generation = 0
         self.events: list[str] = []  # what the last start reconciled (snapshot.extra["startup"])
         self.on_fatal = None  # called with a StoreInvariantError before it propagates (the process exits)
 
-    # ---- start and restart recovery (docs/spec.md §3.6) ----
+    # ---- start and restart recovery (docs/spec.md S3.6) ----
     def start(self) -> None:
         with self.lock:
             loaded = self.files.load()  # raises CheckpointError with the file to delete
@@ -176,7 +177,8 @@ class Node:
                     except QuantityError as exc:
                         raise Rejection(INVALID_POD, str(exc)) from None
                     if num:
-                        cpus = self.static.allocate(num, self.store.available() - taken)
+                        cpus = self.static.allocate(num, self.store.shared_pool - taken,
+                                                    self.store.available() - taken)
                         rec = replace(base, source=STATIC, exclusive=cpus)
                     else:
                         rec = base
@@ -204,7 +206,7 @@ class Node:
             raise Rejection(cci.DRIVER_NOT_REGISTERED,
                             f"claim {claim.name!r} needs driver {wanted!r}; registered: {have}")
         rec = replace(base, source=CCI, claim_uid=claim.uid, claim_name=claim.name, driver=conn.name)
-        # intent first: a node killed during CCIAdmit rolls the claim back at restart (docs/spec.md §3.5)
+        # intent first: a node killed during CCIAdmit rolls the claim back at restart (docs/spec.md S3.5)
         intent = _pending(rec, "admission")
         self.pending.append(intent)
         self._save()
@@ -212,8 +214,7 @@ class Node:
                                 claim.parameters)
         try:
             resp = cci.admit(conn, req, self.config.rpc_timeout_s, timer)
-            grant = cci.validate(resp, available, cci.parse_parameters(claim.parameters, self.topology),
-                                 self.topology)
+            grant = cci.validate(resp, available, cci.parse_handle(req.resource_handle), self.topology)
         except Rejection as rej:
             if not rej.driver_may_hold:  # the driver said no: nothing to roll back
                 self.pending.remove(intent)
@@ -255,15 +256,17 @@ class Node:
                 if conn is None:
                     raise Rejection(cci.DRIVER_NOT_REGISTERED, f"driver {rec.driver!r} went away before "
                                                                "CCIAddContainerResource")
-                cci.add(conn, pb.AddResourceRequest(cgroup=str(self.runtime.cgroup_path(rec.key)), pod=rec.pod_uid,
+                cci.add(conn, pb.AddResourceRequest(cgroup=self.runtime.cgroup_dir(rec.key), pod=rec.pod_uid,
                                                     container=rec.container, container_id=rec.container_id),
                         self.config.rpc_timeout_s, timer)
-        if any(r.held for r in records):
-            self._reapply()
+        self._reapply()
         self._check()
 
     def _reapply(self) -> None:
         """Rewrite non-exclusive cpusets after the pool changed (the kubelet's reconcile loop does this)."""
+        if self._applied_version == self.store.version:
+            return
+        self._applied_version = self.store.version
         for key, rec in self.store.records.items():
             if rec.running and rec.source != STATIC:
                 self.runtime.apply(key, self.store.effective(rec))

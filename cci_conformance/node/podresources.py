@@ -10,7 +10,7 @@ from .node import Node
 
 
 class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
-    """cpu_ids are exclusive CPUs only (static and CCI), exactly the store's holdings (docs/spec.md §3.7)."""
+    """cpu_ids are exclusive CPUs only (static and CCI), exactly the store's holdings (docs/spec.md S3.7)."""
 
     def __init__(self, node: Node):
         self.node = node

@@ -24,16 +24,20 @@ class Runtime:
     def __init__(self, root: Path):
         self.root = Path(root)
         (self.root / "kubepods").mkdir(parents=True, exist_ok=True)
+        self._base = str(self.root / "kubepods")
         self.applied: dict[Key, CPUs] = {}
 
+    def cgroup_dir(self, key: Key) -> str:
+        return f"{self._base}/pod{key[0]}/{key[1]}"
+
     def cgroup_path(self, key: Key) -> Path:
-        return container_dir(self.root, *key)
+        return Path(self.cgroup_dir(key))
 
     def exists(self, key: Key) -> bool:
-        return self.cgroup_path(key).is_dir()
+        return os.path.isdir(self.cgroup_dir(key))
 
     def create(self, key: Key, cpus: CPUs) -> None:
-        self.cgroup_path(key).mkdir(parents=True, exist_ok=True)
+        os.makedirs(self.cgroup_dir(key), exist_ok=True)
         self._write(key, cpus)
 
     def apply(self, key: Key, cpus: CPUs) -> bool:
@@ -45,7 +49,7 @@ class Runtime:
 
     def _write(self, key: Key, cpus: CPUs) -> None:
         # Atomic (temp + rename) so a reader never sees a half-written cpulist; no fsync: cgroupfs is not durable.
-        write_atomic(self.cgroup_path(key) / CPUSET_FILE, format_cpulist(cpus).encode() + b"\n", durable=False)
+        write_atomic(f"{self.cgroup_dir(key)}/{CPUSET_FILE}", format_cpulist(cpus).encode() + b"\n", durable=False)
         self.applied[key] = cpus
 
     def remove(self, key: Key) -> None:

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cpuset import CPUs, format_cpulist
+from ..cpuset import CPUs
 from .checkpoint import (
     API_VERSION,
     CCI_STATE_FILE,
@@ -15,10 +15,10 @@ from .checkpoint import (
     CheckpointError,
     canonical,
     decode,
-    encode,
+    encode_parts,
     write_atomic,
 )
-from .cpumanager.state import CPUManagerState, CPUManagerStateError, dumps, loads
+from .cpumanager import CPUManagerState, CPUManagerStateError, StateValidationError, StaticPolicy, dumps, loads
 from .profile import NodeConfig
 from .store import Record, Store
 
@@ -32,6 +32,14 @@ class Loaded:
     records: list[Record] = field(default_factory=list)
 
 
+def _escape(text: str) -> str:
+    return json.dumps(text)[1:-1]
+
+
+_HEAD = ('{"apiVersion":' + json.dumps(API_VERSION) + ',"containers":[').encode()
+_HEAD_ESCAPED = _escape(_HEAD.decode()).encode()
+
+
 def _file_checksum(raw: bytes) -> int | None:
     try:
         value = json.loads(raw).get("checksum")
@@ -40,45 +48,22 @@ def _file_checksum(raw: bytes) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def validate_static_state(state: CPUManagerState, online: CPUs, reserved: CPUs, strict: bool) -> str:
-    """The kubelet's static-policy ``validateState`` (policy_static.go): "" if valid, else its error text."""
-    default = state.default_cpuset
-    if not default:
-        return "default cpuset cannot be empty" if state.entries else ""
-    if strict and default & reserved:
-        return (f'some of strictly reserved cpus: "{format_cpulist(reserved & default)}" are present in '
-                f'defaultCpuSet: "{format_cpulist(default)}"')
-    if not strict and not reserved <= default:
-        return (f'not all reserved cpus: "{format_cpulist(reserved)}" are present in defaultCpuSet: '
-                f'"{format_cpulist(default)}"')
-    known = set(default)
-    for pod, containers in state.entries.items():
-        for name, cpus in containers.items():
-            if cpus & default:
-                return (f'pod: {pod}, container: {name} cpuset: "{format_cpulist(cpus)}" overlaps with default '
-                        f'cpuset "{format_cpulist(default)}"')
-            known |= cpus
-    if strict:
-        known |= reserved
-    if frozenset(known) != online:
-        return (f'current set of available CPUs "{format_cpulist(online)}" doesn\'t match with CPUs in state '
-                f'"{format_cpulist(known)}"')
-    return ""
-
-
 class StateFiles:
     """Writes the store as ``cci_manager_state`` then ``cpu_manager_state``; loads and cross-checks both."""
 
-    def __init__(self, root: Path, config: NodeConfig, store: Store):
+    def __init__(self, root: Path, config: NodeConfig, store: Store, static_policy: StaticPolicy | None = None):
         self.cci_path = Path(root) / CCI_STATE_FILE
         self.cpu_path = Path(root) / CPU_STATE_FILE
         self.config = config
         self.store = store
-        self._fragments: dict[tuple[str, str], tuple[Record, str]] = {}
+        self.static_policy = static_policy
+        self._fragments: dict[tuple[str, str], tuple[Record, str, str]] = {}  # key -> (record, JSON, escaped)
         self._cpu_key: tuple | None = None  # content of the cpu_manager_state on disk
         self._cpu_checksum: int | None = None
+        self._cpu_version = -1  # store version the cpu_manager_state content was computed at
+        self._containers: tuple[int, bytes, bytes] = (-1, b"", b"")  # store revision, fragments joined, escaped
 
-    # ---- the cpu_manager_state view of the store (docs/spec.md §3.3) ----
+    # ---- the cpu_manager_state view of the store (docs/spec.md S3.5) ----
     def cpu_state(self) -> CPUManagerState:
         if self.config.policy == "none":
             # the none policy never assigns anything: policyName "none", empty defaultCpuSet, no entries
@@ -91,32 +76,40 @@ class StateFiles:
 
     # ---- writing ----
     def save(self, generation: int, pending: list[dict]) -> None:
-        state = self.cpu_state()
-        key = (state.policy_name, state.default_cpuset, tuple(sorted(
-            (p, c, cpus) for p, cs in state.entries.items() for c, cpus in cs.items())))
         cpu_bytes = None
         current = self._cpu_checksum
-        if key != self._cpu_key:
-            cpu_bytes = dumps(state)
-            current = _file_checksum(cpu_bytes)
-        frags = []
-        for k in sorted(self.store.records):
-            rec = self.store.records[k]
-            cached = self._fragments.get(k)
-            if cached is None or cached[0] is not rec:
-                cached = (rec, canonical(rec.to_json()))
-                self._fragments[k] = cached
-            frags.append(cached[1])
-        for k in [k for k in self._fragments if k not in self.store.records]:
-            del self._fragments[k]
+        if self._cpu_version != self.store.version:  # entries and pool change only with the held set
+            state = self.cpu_state()
+            key = (state.policy_name, state.default_cpuset, tuple(sorted(
+                (p, c, cpus) for p, cs in state.entries.items() for c, cpus in cs.items())))
+            if key != self._cpu_key:
+                cpu_bytes = dumps(state)
+                current = _file_checksum(cpu_bytes)
+            self._cpu_version = self.store.version
+        if self._containers[0] != self.store.revision:
+            frags, escaped = [], []
+            for k in sorted(self.store.records):
+                rec = self.store.records[k]
+                cached = self._fragments.get(k)
+                if cached is None or cached[0] is not rec:
+                    text = canonical(rec.to_json())
+                    cached = (rec, text, _escape(text))
+                    self._fragments[k] = cached
+                frags.append(cached[1])
+                escaped.append(cached[2])
+            if len(self._fragments) > len(self.store.records):
+                for k in [k for k in self._fragments if k not in self.store.records]:
+                    del self._fragments[k]
+            self._containers = (self.store.revision, ",".join(frags).encode(), ",".join(escaped).encode())
         # sorted-key canonical JSON, assembled from cached per-container fragments (same bytes as canonical())
-        data = ('{"apiVersion":' + json.dumps(API_VERSION) + ',"containers":[' + ",".join(frags) + "]"
-                + ',"cpuManagerState":' + canonical({"current": current, "previous": self._cpu_checksum})
+        tail = ("]" + ',"cpuManagerState":' + canonical({"current": current, "previous": self._cpu_checksum})
                 + ',"generation":' + str(generation) + ',"kind":' + json.dumps(KIND)
                 + ',"mode":' + json.dumps(self.config.mode) + ',"pending":' + canonical(pending) + "}")
         # cci_manager_state first: it names the cpu_manager_state it is about to write, so a kill between the
-        # two writes leaves a pair the next start recognises (docs/spec.md §3.5)
-        write_atomic(self.cci_path, encode(data))
+        # two writes leaves a pair the next start recognises (docs/spec.md S3.5)
+        tail_b = tail.encode()
+        write_atomic(self.cci_path, encode_parts([_HEAD, self._containers[1], tail_b],
+                                                 [_HEAD_ESCAPED, self._containers[2], _escape(tail).encode()]))
         if cpu_bytes is not None:
             write_atomic(self.cpu_path, cpu_bytes)
             self._cpu_key = key
@@ -143,13 +136,13 @@ class StateFiles:
             try:
                 state = loads(raw, path=self.cpu_path, policy_name=self.config.policy)
             except CPUManagerStateError as exc:
-                raise CheckpointError(f"{exc} ({_DRAIN}; delete {CCI_STATE_FILE} too)") from None
-            if self.config.policy == "static":
-                problem = validate_static_state(state, self.store.online, self.config.reserved,
-                                                self.config.strict_reservation)
-                if problem:
-                    raise CheckpointError(f"Static policy invalid state, {_DRAIN}: {problem} (file "
-                                          f"{str(self.cpu_path)!r}; delete {CCI_STATE_FILE} too)")
+                raise CheckpointError(f"{exc} (delete {CCI_STATE_FILE} too: it was written with that file)") from None
+            if self.static_policy is not None:
+                try:
+                    self.static_policy.validate_state(state.copy(), self.store.online)
+                except StateValidationError as exc:
+                    raise CheckpointError(f"Static policy invalid state, {_DRAIN}: {exc} (file "
+                                          f"{str(self.cpu_path)!r}; delete {CCI_STATE_FILE} too)") from None
             checksum = _file_checksum(raw)
             known = {cpu_meta.get("current"), cpu_meta.get("previous")} - {None}
             if checksum not in known and (state.entries or known):

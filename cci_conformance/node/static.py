@@ -3,43 +3,40 @@
 from __future__ import annotations
 
 from ..cpuset import CPUs
+from ..errors import ConfigError
 from ..topology.model import Topology
 from .cci import Rejection
-from .cpumanager.assignment import AllocationError, take_by_topology_numa_distributed, take_by_topology_numa_packed
-from .cpumanager.topology import from_model
+from .cpumanager import AllocationError, CPUManagerState, PolicyError, StaticPolicy, from_model
 from .profile import NodeConfig
 
 SMT_ALIGNMENT_ERROR = "SMTAlignmentError"
 UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError"
 
 
+def make_policy(topology: Topology, config: NodeConfig) -> StaticPolicy:
+    """The kubelet's static policy for this machine and profile; ConfigError as the kubelet refuses to start."""
+    options = {name: "true" if on else "false" for name, on in config.options.items()}
+    try:
+        return StaticPolicy(from_model(topology), config.reserved, options)
+    except PolicyError as exc:
+        raise ConfigError(str(exc), field="reservedSystemCPUs / cpuManagerPolicyOptions",
+                          fix="reserve at least one CPU for the static policy and use options the machine allows") \
+            from None
+
+
 class StaticAllocator:
-    """policy_static.go Allocate for one container, over an ``available`` set the node manages (one store)."""
+    """policy_static.go Allocate for one container, over the one store's shared pool and available CPUs."""
 
     def __init__(self, topology: Topology, config: NodeConfig):
-        self.topo = from_model(topology)
-        self.config = config
-        self.cpus_per_core = self.topo.cpus_per_core or 1
-        # full-pcpus-only leaves out every core that has a reserved thread (reservedPhysicalCPUs)
-        self._reserved_physical = frozenset(cpu for c in topology.cores if c & config.reserved for cpu in c)
+        self.policy = make_policy(topology, config)
 
-    def allocate(self, num: int, available: CPUs) -> CPUs:
-        if self.config.option("full-pcpus-only"):
-            if num % self.cpus_per_core:
-                raise Rejection(SMT_ALIGNMENT_ERROR, f"SMT Alignment Error: requested {num} cpus not multiple cpus "
-                                                     f"per core = {self.cpus_per_core}")
-            available = available - self._reserved_physical  # GetAvailablePhysicalCPUs
-            physical = len(available)
-            if num > physical:
-                raise Rejection(SMT_ALIGNMENT_ERROR, "SMT Alignment Error: not enough free physical CPUs: "
-                                f"available physical CPUs = {physical}, requested CPUs = {num}, "
-                                f"CPUs per core = {self.cpus_per_core}")
+    def allocate(self, num: int, shared_pool: CPUs, available: CPUs) -> CPUs:
+        """``shared_pool`` = the kubelet's defaultCpuSet; ``available`` = what nobody holds, minus reserved."""
+        error = self.policy.smt_alignment_error(num, shared_pool)
+        if error is not None:
+            raise Rejection(SMT_ALIGNMENT_ERROR, str(error))
         try:
-            if self.config.option("distribute-cpus-across-numa"):
-                group = self.cpus_per_core if self.config.option("full-pcpus-only") else 1
-                return take_by_topology_numa_distributed(self.topo, available, num, group)
-            return take_by_topology_numa_packed(self.topo, available, num)
+            return self.policy.allocate_cpus(CPUManagerState("static", shared_pool), num, available)
         except AllocationError as exc:
             # the kubelet's admit handler wraps unexpected allocation errors this way (topologymanager admit)
-            raise Rejection(UNEXPECTED_ADMISSION_ERROR,
-                            f"Allocate failed due to {exc}, which is unexpected") from None
+            raise Rejection(UNEXPECTED_ADMISSION_ERROR, f"Allocate failed due to {exc}, which is unexpected") from None

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..cpuset import CPUs, format_cpulist, parse_cpulist
 
 CCI, STATIC, SHARED = "cci", "static", "shared"
 Key = tuple[str, str]  # (pod_uid, container name)
+_EMPTY: CPUs = frozenset()
 
 
 class StoreInvariantError(RuntimeError):
-    """The store broke one of its invariants (docs/spec.md §3.2): a node bug, never a driver's fault."""
+    """The store broke one of its invariants (docs/spec.md S3.2): a node bug, never a driver's fault."""
 
 
 @dataclass(frozen=True)
@@ -38,14 +39,15 @@ class Record:
     driver: str = ""
     running: bool = True
 
-    @property
-    def key(self) -> Key:
-        return (self.pod_uid, self.container)
+    def __post_init__(self) -> None:
+        # derived once: the store reads these on every check
+        object.__setattr__(self, "key", (self.pod_uid, self.container))
+        object.__setattr__(self, "held", self.exclusive | self.withheld)
 
-    @property
-    def held(self) -> CPUs:
-        """CPUs accounted to this container: nobody else gets them (cpu_manager_state entry, pod-resources)."""
-        return self.exclusive | self.withheld
+    # key: (pod_uid, container); held: CPUs accounted to this container, nobody else gets them
+    # (its cpu_manager_state entry and pod-resources cpu_ids): exclusive | withheld
+    key: Key = field(init=False, repr=False, compare=False)
+    held: CPUs = field(init=False, repr=False, compare=False)
 
     def to_json(self) -> dict:
         return {
@@ -77,24 +79,44 @@ class Store:
         self.strict = strict_reservation
         self.records: dict[Key, Record] = {}
         self._held: CPUs = frozenset()
+        self.version = 0  # increments whenever the held set changes (every derived cpuset may change)
+        self.revision = 0  # increments on any change of the records
+        self._effective: dict[Key, tuple[int, Record, CPUs]] = {}
+        self._pool: tuple[int, CPUs] = (-1, frozenset())
 
     # ---- pools ----
     @property
     def held(self) -> CPUs:
         return self._held
 
+    def _set_held(self, held: CPUs) -> None:
+        if held != self._held:
+            self._held = held
+            self.version += 1
+        self.revision += 1
+
     @property
     def shared_pool(self) -> CPUs:
         """online − every held CPU − reserved (when strict-cpu-reservation): the kubelet's defaultCpuSet."""
-        pool = self.online - self._held
-        return pool - self.reserved if self.strict else pool
+        if self._pool[0] != self.version:
+            pool = self.online - self._held
+            self._pool = (self.version, pool - self.reserved if self.strict else pool)
+        return self._pool[1]
 
     def available(self) -> CPUs:
         """availableCpus for CCIAdmit and the static policy: online − reserved − every held CPU."""
         return self.online - self.reserved - self._held
 
     def effective(self, rec: Record) -> CPUs:
-        """The cpuset the runtime must apply to a container (docs/spec.md §3.3)."""
+        """The cpuset the runtime must apply to a container (docs/spec.md S3.3); cached per held-set version."""
+        cached = self._effective.get(rec.key)
+        if cached is not None and cached[0] == self.version and cached[1] is rec:
+            return cached[2]
+        value = self._compute_effective(rec)
+        self._effective[rec.key] = (self.version, rec, value)
+        return value
+
+    def _compute_effective(self, rec: Record) -> CPUs:
         if not rec.running:
             return frozenset()
         if rec.source == SHARED:
@@ -117,12 +139,13 @@ class Store:
             raise StoreInvariantError(f"container {rec.key} would take held CPUs "
                                       f"{format_cpulist(rec.held & self._held)}")
         self.records[rec.key] = rec
-        self._held = self._held | rec.held
+        self._set_held(self._held | rec.held)
 
     def remove(self, key: Key) -> Record | None:
         rec = self.records.pop(key, None)
         if rec is not None:
-            self._held = self._held - rec.held
+            self._effective.pop(key, None)
+            self._set_held(self._held - rec.held)
         return rec
 
     def stop(self, key: Key) -> Record | None:
@@ -130,7 +153,7 @@ class Store:
         rec = self.records.get(key)
         if rec is None:
             return None
-        self._held = self._held - rec.held
+        self._set_held(self._held - rec.held)
         self.records[key] = replace(rec, running=False, exclusive=frozenset(), withheld=frozenset(),
                                     shared_cpus=frozenset(), groups=())
         return rec
@@ -141,37 +164,41 @@ class Store:
     def exclusive_map(self) -> dict[str, CPUs]:
         return {f"{k[0]}/{k[1]}": r.held for k, r in sorted(self.records.items()) if r.held}
 
-    # ---- invariants (docs/spec.md §3.2) ----
+    # ---- invariants (docs/spec.md S3.2) ----
     def check(self, applied: dict[Key, CPUs] | None = None) -> None:
         """Raise StoreInvariantError unless every invariant holds; ``applied`` = runtime cpusets by key."""
         union: set[int] = set()
         total = 0
-        ids: set[str] = set()
+        ids = set()
+        online, reserved = self.online, self.reserved
         for key, rec in self.records.items():
+            ids.add(rec.container_id)
             held = rec.held
-            if not held <= self.online:
-                raise StoreInvariantError(f"{key}: holds offline or unknown CPUs {format_cpulist(held - self.online)}")
-            if held & self.reserved:
-                raise StoreInvariantError(f"{key}: holds reserved CPUs {format_cpulist(held & self.reserved)}")
-            if rec.exclusive & rec.withheld:
+            if not held:
+                continue
+            if not held <= online:
+                raise StoreInvariantError(f"{key}: holds offline or unknown CPUs {format_cpulist(held - online)}")
+            if not held.isdisjoint(reserved):
+                raise StoreInvariantError(f"{key}: holds reserved CPUs {format_cpulist(held & reserved)}")
+            if not rec.exclusive.isdisjoint(rec.withheld):
                 raise StoreInvariantError(f"{key}: a CPU is both granted and withheld")
             union |= held
             total += len(held)
-            if rec.container_id in ids:
-                raise StoreInvariantError(f"{key}: container id {rec.container_id} used twice")
-            ids.add(rec.container_id)
+        if len(ids) != len(self.records):
+            raise StoreInvariantError("a container id is used twice")
         if total != len(union):
             raise StoreInvariantError("two containers hold the same CPU (exclusive sets not pairwise disjoint)")
-        if frozenset(union) != self._held:
+        if union != self._held:
             raise StoreInvariantError("held-CPU cache differs from the records")
         pool = self.shared_pool
-        rest = self.reserved if self.strict else frozenset()
-        if pool & self._held or (pool | self._held | rest) != self.online:
+        rest = reserved if self.strict else frozenset()
+        if not pool.isdisjoint(self._held) or (pool | self._held | rest) != online:
             raise StoreInvariantError("shared pool != online − reserved(strict) − held")
         if applied is not None:
+            effective = self.effective
             for key, rec in self.records.items():
-                want = self.effective(rec)
-                got = applied.get(key, frozenset())
-                if got != want:
+                want = effective(rec)
+                got = applied.get(key, _EMPTY)
+                if got is not want and got != want:
                     raise StoreInvariantError(f"{key}: runtime cpuset {format_cpulist(got)!r} != store "
                                               f"{format_cpulist(want)!r}")

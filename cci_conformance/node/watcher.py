@@ -67,6 +67,7 @@ class PluginWatcher:
         self.on_register = on_register
         self.drivers: dict[str, DriverConn] = {}
         self.refused: dict[str, str] = {}  # registration socket -> reason
+        self.registrations = 0  # successful registrations since start (a restarted driver counts again)
         self._seen: dict[str, tuple[int, int, int]] = {}  # socket -> (inode, mtime, ctime) handled
         self._retry_at: dict[str, float] = {}
         self._lock = threading.Lock()
@@ -171,5 +172,7 @@ class PluginWatcher:
             old.close()
         log.info("driver %s registered (endpoint %s)", info.name, info.endpoint)
         if self.on_register is not None:
-            self.on_register(info.name)
+            self.on_register(info.name)  # owed Removes first, so a caller seeing the count sees them delivered
+        with self._lock:
+            self.registrations += 1
         return True

@@ -209,7 +209,8 @@ class Builder:
         distances = self.distances(nodes)
         numa = tuple(
             NumaNode(n.id, frozenset(by_node.get(n.id, ())), self.size(n.spec.get("memory"), f"{n.path}.memory"),
-                     distances[n.id], n.spec.get("hugepages", {}).get("2M", 0), n.spec.get("hugepages", {}).get("1G", 0))
+                     distances[n.id], n.spec.get("hugepages", {}).get("2M", 0),
+                     n.spec.get("hugepages", {}).get("1G", 0))
             for n in nodes
         )
         node_ids = frozenset(n.id for n in nodes)

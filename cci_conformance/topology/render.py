@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from .cpuinfo import cpuinfo_text
 from .model import Cache, Topology
 
 MARKER = ".cci-topology"  # marks a root we rendered, so re-rendering may replace it
+BLOBS = ".cci-blobs"  # one file per distinct content of the read-only attributes, hard-linked into sys/
+MAX_LINKS = 30000  # well below ext4's 65000 links per inode
 KERNEL_MAX = 8191  # NR_CPUS - 1 of a distribution kernel
 HUGEPAGE_DIRS = ("hugepages-2048kB", "hugepages-1048576kB")
 RENDER_THREADS = 4
@@ -31,6 +34,39 @@ def _write(path: str, data: bytes) -> None:
 def _write_many(directory: str, files: dict[str, bytes]) -> None:
     for name, data in files.items():
         _write(f"{directory}/{name}", data)
+
+
+class _Blobs:
+    """Hard links to shared content files, for the per-CPU attributes that are read-only in real sysfs.
+
+    A machine has tens of thousands of such files but only a few hundred distinct contents. Creating a
+    small file costs a data block and three syscalls; a link costs one syscall and no block, which on a
+    busy disk is the difference between tens of seconds and about one. Files a test might rewrite to
+    simulate a change (``cpuN/online``, hugepage counts, ``smt/control``) are always written separately.
+    """
+
+    def __init__(self, directory: str):
+        self.dir = directory
+        self._sources: dict[bytes, list] = {}  # content -> [path, links so far]
+        self._next = 0
+        self._lock = threading.Lock()
+        os.mkdir(directory)
+
+    def _source(self, data: bytes) -> str:
+        with self._lock:
+            entry = self._sources.get(data)
+            if entry is None or entry[1] >= MAX_LINKS:
+                path = f"{self.dir}/{self._next}"
+                self._next += 1
+                _write(path, data)
+                os.chmod(path, 0o444)
+                entry = self._sources[data] = [path, 0]
+            entry[1] += 1
+            return entry[0]
+
+    def link_many(self, directory: str, files: dict[str, bytes]) -> None:
+        for name, data in files.items():
+            os.link(self._source(data), f"{directory}/{name}")
 
 
 class _Formats:
@@ -58,7 +94,7 @@ def _prepare(out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     marker = out_dir / MARKER
     ours = marker.exists()
-    for sub in ("sys", "proc"):
+    for sub in ("sys", "proc", BLOBS):
         target = out_dir / sub
         if target.exists() or target.is_symlink():
             if not ours:
@@ -95,7 +131,7 @@ def render(topology: Topology, out_dir: Path) -> Path:
     os.makedirs(cpu_dir)
     os.makedirs(node_dir)
     _render_cpu_root(topology, cpu_dir, fmt)
-    _render_cpus(topology, cpu_dir, fmt)
+    _render_cpus(topology, cpu_dir, fmt, _Blobs(str(out_dir / BLOBS)))
     _render_nodes(topology, node_dir, fmt)
     for core_type, dev in (("p", "cpu_core"), ("e", "cpu_atom")):
         if core_type in topology.core_types:
@@ -120,10 +156,11 @@ def _render_cpu_root(t: Topology, cpu_dir: str, fmt: _Formats) -> None:
         "kernel_max": b"%d\n" % KERNEL_MAX,
     })
     os.mkdir(f"{cpu_dir}/smt")
-    _write_many(f"{cpu_dir}/smt", {"control": t.smt_control.encode() + b"\n", "active": b"1\n" if smt_active else b"0\n"})
+    _write_many(f"{cpu_dir}/smt",
+                {"control": t.smt_control.encode() + b"\n", "active": b"1\n" if smt_active else b"0\n"})
 
 
-def _render_cpus(t: Topology, cpu_dir: str, fmt: _Formats) -> None:
+def _render_cpus(t: Topology, cpu_dir: str, fmt: _Formats, blobs: _Blobs) -> None:
     packages = t.packages
     dies: dict[tuple[int, int], set[int]] = {}
     clusters: dict[tuple[int, int, int], set[int]] = {}
@@ -154,7 +191,7 @@ def _render_cpus(t: Topology, cpu_dir: str, fmt: _Formats) -> None:
         pkg_list, pkg_mask = fmt.lst(package), fmt.mask(package)
         os.mkdir(f"{base}/topology")
         # x86 prints an unknown cluster id as 65535 (BAD_APICID), which readers treat as "none".
-        _write_many(f"{base}/topology", {
+        blobs.link_many(f"{base}/topology", {
             "physical_package_id": b"%d\n" % c.package,
             "die_id": b"%d\n" % c.die,
             "cluster_id": b"%d\n" % (c.cluster if c.cluster >= 0 else 65535),
@@ -170,7 +207,7 @@ def _render_cpus(t: Topology, cpu_dir: str, fmt: _Formats) -> None:
         for index, cache in enumerate(caches_of.get(c.id, ())):
             idx_dir = f"{base}/cache/index{index}"
             os.mkdir(idx_dir)
-            _write_many(idx_dir, cache_bytes[id(cache)])
+            blobs.link_many(idx_dir, cache_bytes[id(cache)])
         os.symlink(f"../../node/node{c.node}", f"{base}/node{c.node}")
 
     # The work is ~45 small-file syscalls per CPU; they release the GIL, so a few threads overlap them.

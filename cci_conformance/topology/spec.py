@@ -73,7 +73,8 @@ _PATTERN_FIXES = {
     "^0x[0-9a-f]{6}$": "write a PCI class as 0x020000, or nic/nvme/gpu/accelerator",
     "^[0-9]+ *([KMGT]i?B?)?$": "write a size such as 48K, 2M, 64G or a number of KiB",
     "^ *([0-9]+(-[0-9]+)?( *, *[0-9]+(-[0-9]+)?)*)? *$": "write a cpulist such as '0-3,8'",
-    "^[0-9a-f]{4}:[0-9a-f]{2}:[01][0-9a-f]\\.[0-7]$": "write a PCI address as domain:bus:device.function, e.g. 0000:3b:00.0",
+    "^[0-9a-f]{4}:[0-9a-f]{2}:[01][0-9a-f]\\.[0-7]$":
+        "write a PCI address as domain:bus:device.function, e.g. 0000:3b:00.0",
 }
 _ONEOF_FIXES = {
     "cores": "write a core count (8) or a list of core groups ([{count: 8, threads: 2, type: p}])",
@@ -113,7 +114,8 @@ def load_spec(path) -> Topology:
     try:
         text = path.read_text()
     except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror}", file=str(path), fix="give the path of a topology YAML")
+        raise ConfigError(f"cannot read: {exc.strerror}", file=str(path),
+                          fix="give the path of a topology YAML") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

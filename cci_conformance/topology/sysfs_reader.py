@@ -141,8 +141,8 @@ def _read_node(d: str, node_id: int, online: frozenset[int]) -> NumaNode:
             break
     distances = tuple(int(x) for x in (_read(f"{d}/distance") or "10").split())
     huge = f"{d}/hugepages"
-    return NumaNode(node_id, cpus & online, memory_kb, distances,
-                    _int(f"{huge}/hugepages-2048kB/nr_hugepages", 0), _int(f"{huge}/hugepages-1048576kB/nr_hugepages", 0))
+    return NumaNode(node_id, cpus & online, memory_kb, distances, _int(f"{huge}/hugepages-2048kB/nr_hugepages", 0),
+                    _int(f"{huge}/hugepages-1048576kB/nr_hugepages", 0))
 
 
 def _read_pci(devices_dir: str) -> tuple[PciDevice, ...]:

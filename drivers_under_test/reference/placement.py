@@ -28,6 +28,10 @@ class Placer:
             out[self.topology.node_of[min(core)]].append(tuple(sorted(core)))
         return {n: tuple(cores) for n, cores in out.items()}
 
+    @cached_property
+    def node_core_sets(self) -> dict[int, tuple[CPUs, ...]]:
+        return {n: tuple(frozenset(c) for c in cores) for n, cores in self.node_cores.items()}
+
     @property
     def cpu_nodes(self) -> tuple[int, ...]:
         return tuple(sorted(self.node_cores))
@@ -45,13 +49,13 @@ class Placer:
         return whole, partial
 
     def capacity(self, node: int, free: CPUs, siblings: str) -> int:
-        """How many CPUs ``node`` can give in this sibling mode."""
-        whole, partial = self.free_cores(node, free)
+        """How many CPUs ``node`` can give in this sibling mode (set operations only: this runs per node
+        on every admission, so it must stay cheap on 1024-CPU machines)."""
         if siblings == "required":
-            return sum(len(c) for c in whole)
+            return sum(len(c) for c in self.node_core_sets[node] if c <= free)
         if siblings == "denied":
-            return len(whole)
-        return sum(len(c) for c in whole) + sum(len(p) for p in partial)
+            return sum(1 for c in self.node_core_sets[node] if c <= free)
+        return len(free & self.topology.node_cpus[node])
 
     def take_on_node(self, node: int, free: CPUs, n: int, siblings: str) -> CPUs:
         """``n`` CPUs from one node: whole cores first, then (preferred) the fewest split cores."""
@@ -107,6 +111,8 @@ class Placer:
         caps = {node: self.capacity(node, free, siblings) for node in nodes}
         sizes = {node: len(self.topology.node_cpus[node]) for node in nodes}
         order = sorted(nodes, key=lambda nd: (caps[nd] != sizes[nd], -caps[nd], nd))
+        if siblings == "required":
+            return self.take_whole_cores(order, free, n)
         taken: CPUs = frozenset()
         rem = n
         for node in order:
@@ -120,6 +126,22 @@ class Placer:
         if rem:
             raise NoFit
         return taken
+
+    def take_whole_cores(self, order: list[int], free: CPUs, n: int) -> CPUs:
+        """Exactly ``n`` CPUs as whole free cores over several nodes, filling nodes in ``order``. Where cores
+        differ in size (hybrid parts, offline siblings) a node-by-node fill can strand a remainder, so the
+        fallback takes the biggest cores first, which always fits when sizes are 1 and t and n is a multiple of t."""
+        cores = [c for node in order for c in sorted(self.free_cores(node, free)[0], key=len, reverse=True)]
+        for candidates in (cores, sorted(cores, key=len, reverse=True)):
+            taken: list[int] = []
+            rem = n
+            for core in candidates:
+                if len(core) <= rem:
+                    taken.extend(core)
+                    rem -= len(core)
+                if rem == 0:
+                    return frozenset(taken)
+        raise NoFit
 
     def take_spread(self, nodes: list[int], free: CPUs, n: int, siblings: str, unit: int) -> CPUs:
         """Interleave: at least ``unit`` CPUs on every node of ``nodes``, the rest spread evenly."""

@@ -110,7 +110,7 @@ def test_sigkill_storm():
             stop = threading.Event()
             worker = threading.Thread(target=workload, args=(client, random.Random(kill), live, counter, stop))
             worker.start()
-            time.sleep(rng.uniform(0.0, 0.15))  # the random instant of the kill, not a wait for anything
+            time.sleep(rng.uniform(0.0, 0.1))  # the random instant of the kill, not a wait for anything
             s.stop_node(hard=True)
             stop.set()
             worker.join(10)

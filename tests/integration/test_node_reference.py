@@ -26,7 +26,8 @@ def claim(n: int, *attrs: str, groups: list | None = None) -> dict:
 
 
 def claim_pod(uid: str, params: dict) -> PodSpec:
-    return PodSpec("ns", f"pod-{uid}", uid, (ContainerSpec("c", claim="cl"),), (ClaimRef("cl", f"claim-{uid}", params),))
+    return PodSpec("ns", f"pod-{uid}", uid, (ContainerSpec("c", claim="cl"),),
+                   (ClaimRef("cl", f"claim-{uid}", params),))
 
 
 def static_pod(uid: str, cpus: int) -> PodSpec:

@@ -35,8 +35,9 @@ def test_hwloc_reads_the_rendered_root_not_the_host():
 
 
 def test_oracle_detects_a_disagreement():
-    shown = parse_spec({"threads_per_core": 2, "packages": [{"count": 2, "nodes": [{"cores": 2}]}]})
-    claimed = parse_spec({"numbering": "amd", "threads_per_core": 2, "packages": [{"count": 2, "nodes": [{"cores": 2}]}]})
+    machine = {"threads_per_core": 2, "packages": [{"count": 2, "nodes": [{"cores": 2}]}]}
+    shown = parse_spec(machine)
+    claimed = parse_spec({**machine, "numbering": "amd"})
     with scratch_dir() as root:
         render(shown, root)
         problems = hwloc.compare(claimed, root)

@@ -119,7 +119,8 @@ def test_cpuinfo_agrees_with_the_tree(snc):
         assert int(fields["physical id"]) == cpu.package and int(fields["core id"]) == cpu.core
         assert int(fields["siblings"]) == 40 and int(fields["cpu cores"]) == 20
         assert fields["vendor_id"] == "GenuineIntel" and " ht " in f" {fields['flags']} "
-    apicids = [int(line.split(":")[1]) for line in read(root / "proc/cpuinfo").splitlines() if line.startswith("apicid")]
+    lines = read(root / "proc/cpuinfo").splitlines()
+    apicids = [int(line.split(":")[1]) for line in lines if line.startswith("apicid")]
     assert len(set(apicids)) == len(apicids)
 
 
@@ -166,3 +167,12 @@ def test_rerender_replaces_only_our_own_root(tmp_path):
     (foreign / "sys").mkdir(parents=True)
     with pytest.raises(ConfigError, match="not rendered by cci-conformance"):
         render(t, foreign)
+
+
+def test_writable_files_are_independent_of_each_other(snc):
+    # Read-only attributes share content through hard links; files a test may rewrite must not.
+    _, root = snc
+    cpu = root / "sys/devices/system/cpu"
+    assert os.stat(cpu / "cpu1/online").st_nlink == 1
+    assert os.stat(root / "sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages").st_nlink == 1
+    assert os.stat(cpu / "cpu1/topology/die_id").st_nlink > 1

@@ -84,7 +84,8 @@ def test_offline_not_present_and_possible():
 def test_memory_nodes_hugepages_devices():
     t = parse_spec({"packages": [{"nodes": [{"cores": 2, "memory": "8G", "hugepages": {"2M": 4, "1G": 1}}]}],
                     "memory_nodes": [{"memory": "1T"}], "possible_nodes": "0-3",
-                    "devices": [{"bdf": "0000:3b:00.0", "node": 0}, {"bdf": "0000:3c:00.0", "class": "gpu", "node": 1}]})
+                    "devices": [{"bdf": "0000:3b:00.0", "node": 0},
+                                {"bdf": "0000:3c:00.0", "class": "gpu", "node": 1}]})
     assert [n.cpus for n in t.nodes] == [frozenset({0, 1}), frozenset()]
     assert t.nodes[1].memory_kb == 1024**3 and t.nodes[0].hugepages_2m == 4 and t.nodes[0].hugepages_1g == 1
     assert t.nodes[0].distances == (10, 20)
@@ -100,12 +101,15 @@ BAD_SPECS = [
     ("packages:\n  - count: 2\n    nodes: [{cores: 6}]\ncaches: {l3: {size: 8M, per: 4}}\n", "caches.l3.per", "divide"),
     ("numbering: explicit\npackages:\n  - nodes: [{cores: 2, cpus: '0-1'}, {cores: 2, cpus: '1-2'}]\n",
      "packages[0].nodes[1].cpus", "overlap"),
-    ("numbering: explicit\npackages:\n  - nodes: [{cores: 2, cpus: '0-2'}]\n", "packages[0].nodes[0].cpus", "2 threads"),
+    ("numbering: explicit\npackages:\n  - nodes: [{cores: 2, cpus: '0-2'}]\n",
+     "packages[0].nodes[0].cpus", "2 threads"),
     ("packages:\n  - nodes: [{cores: 2, cpus: '0-1'}]\n", "packages[0].nodes[0].cpus", "explicit"),
     ("packages:\n  - nodes: [{cores: 2}, {cores: 2}]\ndistances: [[10, 21]]\n", "distances", "rows"),
-    ("packages:\n  - nodes: [{cores: 2}, {cores: 2}]\ndistances: [[10, 21], [31, 10]]\n", "distances[0][1]", "symmetric"),
+    ("packages:\n  - nodes: [{cores: 2}, {cores: 2}]\ndistances: [[10, 21], [31, 10]]\n",
+     "distances[0][1]", "symmetric"),
     ("packages:\n  - nodes: [{cores: 2}, {cores: 2}]\ndistances: [[11, 21], [21, 10]]\n", "distances[0][0]", "not 10"),
-    ("packages:\n  - nodes: [{cores: 2}]\ndevices: [{bdf: '0000:3b:00.0', node: 4}]\n", "devices[0].node", "does not exist"),
+    ("packages:\n  - nodes: [{cores: 2}]\ndevices: [{bdf: '0000:3b:00.0', node: 4}]\n",
+     "devices[0].node", "does not exist"),
     ("packages:\n  - nodes: [{cores: 2}]\ndevices: [{bdf: '0000:3b:00.0', node: 0}, {bdf: '0000:3b:00.0', node: 0}]\n",
      "devices[1].bdf", "twice"),
     ("packages:\n  - nodes: [{cores: 2}]\noffline: '0'\n", "offline", "boot CPU"),

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n1cci_conformance/protocol/protos/nodecontrol.proto\x12\x16\x63\x63iconformance.node.v1\"\x07\n\x05\x45mpty\"\r\n\x0bPingRequest\"N\n\x0cPingResponse\x12\x12\n\ngeneration\x18\x01 \x01(\x03\x12\x0c\n\x04mode\x18\x02 \x01(\t\x12\x0f\n\x07\x64rivers\x18\x03 \x03(\t\x12\x0b\n\x03pid\x18\x04 \x01(\x03\"\x1b\n\x0bJsonMessage\x12\x0c\n\x04json\x18\x01 \x01(\t\"\x19\n\x06PodRef\x12\x0f\n\x07pod_uid\x18\x01 \x01(\t\"2\n\x0c\x43ontainerRef\x12\x0f\n\x07pod_uid\x18\x01 \x01(\t\x12\x11\n\tcontainer\x18\x02 \x01(\t2\xb3\x03\n\x0bNodeControl\x12S\n\x04Ping\x12#.cciconformance.node.v1.PingRequest\x1a$.cciconformance.node.v1.PingResponse\"\x00\x12W\n\tCreatePod\x12#.cciconformance.node.v1.JsonMessage\x1a#.cciconformance.node.v1.JsonMessage\"\x00\x12L\n\tDeletePod\x12\x1e.cciconformance.node.v1.PodRef\x1a\x1d.cciconformance.node.v1.Empty\"\x00\x12V\n\rStopContainer\x12$.cciconformance.node.v1.ContainerRef\x1a\x1d.cciconformance.node.v1.Empty\"\x00\x12P\n\x08Snapshot\x12\x1d.cciconformance.node.v1.Empty\x1a#.cciconformance.node.v1.JsonMessage\"\x00\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n1cci_conformance/protocol/protos/nodecontrol.proto\x12\x16\x63\x63iconformance.node.v1\"\x07\n\x05\x45mpty\"\r\n\x0bPingRequest\"e\n\x0cPingResponse\x12\x12\n\ngeneration\x18\x01 \x01(\x03\x12\x0c\n\x04mode\x18\x02 \x01(\t\x12\x0f\n\x07\x64rivers\x18\x03 \x03(\t\x12\x0b\n\x03pid\x18\x04 \x01(\x03\x12\x15\n\rregistrations\x18\x05 \x01(\x03\"\x1b\n\x0bJsonMessage\x12\x0c\n\x04json\x18\x01 \x01(\t\"\x19\n\x06PodRef\x12\x0f\n\x07pod_uid\x18\x01 \x01(\t\"2\n\x0c\x43ontainerRef\x12\x0f\n\x07pod_uid\x18\x01 \x01(\t\x12\x11\n\tcontainer\x18\x02 \x01(\t2\xb3\x03\n\x0bNodeControl\x12S\n\x04Ping\x12#.cciconformance.node.v1.PingRequest\x1a$.cciconformance.node.v1.PingResponse\"\x00\x12W\n\tCreatePod\x12#.cciconformance.node.v1.JsonMessage\x1a#.cciconformance.node.v1.JsonMessage\"\x00\x12L\n\tDeletePod\x12\x1e.cciconformance.node.v1.PodRef\x1a\x1d.cciconformance.node.v1.Empty\"\x00\x12V\n\rStopContainer\x12$.cciconformance.node.v1.ContainerRef\x1a\x1d.cciconformance.node.v1.Empty\"\x00\x12P\n\x08Snapshot\x12\x1d.cciconformance.node.v1.Empty\x1a#.cciconformance.node.v1.JsonMessage\"\x00\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,13 +36,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PINGREQUEST']._serialized_start=86
   _globals['_PINGREQUEST']._serialized_end=99
   _globals['_PINGRESPONSE']._serialized_start=101
-  _globals['_PINGRESPONSE']._serialized_end=179
-  _globals['_JSONMESSAGE']._serialized_start=181
-  _globals['_JSONMESSAGE']._serialized_end=208
-  _globals['_PODREF']._serialized_start=210
-  _globals['_PODREF']._serialized_end=235
-  _globals['_CONTAINERREF']._serialized_start=237
-  _globals['_CONTAINERREF']._serialized_end=287
-  _globals['_NODECONTROL']._serialized_start=290
-  _globals['_NODECONTROL']._serialized_end=725
+  _globals['_PINGRESPONSE']._serialized_end=202
+  _globals['_JSONMESSAGE']._serialized_start=204
+  _globals['_JSONMESSAGE']._serialized_end=231
+  _globals['_PODREF']._serialized_start=233
+  _globals['_PODREF']._serialized_end=258
+  _globals['_CONTAINERREF']._serialized_start=260
+  _globals['_CONTAINERREF']._serialized_end=310
+  _globals['_NODECONTROL']._serialized_start=313
+  _globals['_NODECONTROL']._serialized_end=748
 # @@protoc_insertion_point(module_scope)

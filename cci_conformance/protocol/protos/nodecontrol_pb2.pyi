@@ -15,16 +15,18 @@ class PingRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class PingResponse(_message.Message):
-    __slots__ = ("generation", "mode", "drivers", "pid")
+    __slots__ = ("generation", "mode", "drivers", "pid", "registrations")
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     DRIVERS_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
+    REGISTRATIONS_FIELD_NUMBER: _ClassVar[int]
     generation: int
     mode: str
     drivers: _containers.RepeatedScalarFieldContainer[str]
     pid: int
-    def __init__(self, generation: _Optional[int] = ..., mode: _Optional[str] = ..., drivers: _Optional[_Iterable[str]] = ..., pid: _Optional[int] = ...) -> None: ...
+    registrations: int
+    def __init__(self, generation: _Optional[int] = ..., mode: _Optional[str] = ..., drivers: _Optional[_Iterable[str]] = ..., pid: _Optional[int] = ..., registrations: _Optional[int] = ...) -> None: ...
 
 class JsonMessage(_message.Message):
     __slots__ = ("json",)

@@ -1,0 +1,1 @@
+"""The kind backend's foundation: offline node-image build, cluster lifecycle and node access."""

@@ -1,0 +1,37 @@
+#!/bin/sh
+# Node entrypoint: prepare what kubeadm, the kubelet and containerd expect of a kind node, then boot systemd.
+set -eu
+
+# The kubelet's mount propagation (HostToContainer/Bidirectional volumes) needs a shared root.
+mount --make-rshared /
+
+# The kubelet wants these kernel sysctls and, with protectKernelDefaults: false, writes them.
+# They are not namespaced: writing them changes the host (kernel.panic_on_oops=1 would make the
+# host panic on any oops). Show the kubelet read-only files with the values it expects instead,
+# so it never writes; the node's kubelet also runs with protectKernelDefaults: true.
+fake_dir=/run/cci-sysctl
+mkdir -p "$fake_dir"
+for pair in vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/panic_on_oops=1 \
+            kernel/keys/root_maxkeys=1000000 kernel/keys/root_maxbytes=25000000; do
+    key=${pair%%=*}
+    want=${pair#*=}
+    target=/proc/sys/$key
+    [ -e "$target" ] || continue
+    if [ "$(cat "$target")" != "$want" ]; then
+        file=$fake_dir/$(echo "$key" | tr / .)
+        echo "$want" > "$file"
+        mount --bind "$file" "$target"
+        mount -o remount,bind,ro "$target"
+    fi
+done
+
+# cgroup v1: give the kubelet's cgroup root a cpuset (children of a v1 cpuset start empty).
+if [ -f /sys/fs/cgroup/cpuset/cpuset.cpus ]; then
+    for dir in kubelet kubelet.slice; do
+        mkdir -p "/sys/fs/cgroup/cpuset/$dir"
+        cat /sys/fs/cgroup/cpuset/cpuset.cpus > "/sys/fs/cgroup/cpuset/$dir/cpuset.cpus"
+        cat /sys/fs/cgroup/cpuset/cpuset.mems > "/sys/fs/cgroup/cpuset/$dir/cpuset.mems"
+    done
+fi
+
+exec "$@"

@@ -1,0 +1,71 @@
+"""``cci-conformance kind``: build the offline node image, create and delete clusters with faked topologies."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+from ..errors import ConfigError
+from ..node.profile import load_config
+from ..topology import library
+from . import cluster, nodeimage, toolchain
+from .cluster_config import ClusterPlan, NodePlan
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
+
+
+def _build(args: argparse.Namespace) -> int:
+    result = nodeimage.build_node_image(args.tag)
+    print(json.dumps({"image": result.image, "tag": result.tagged, "seconds": round(result.seconds, 1),
+                      "reused": result.reused}))
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> ClusterPlan:
+    if not NAME_RE.match(args.name):
+        raise ConfigError(f"{args.name!r} is not a usable cluster name", field="--name",
+                          fix="use lower-case letters, digits and '-' (at most 41 characters)")
+    profile = load_config(args.profile, need_paths=False) if args.profile else None
+    topology = library.resolve(args.topology) if args.topology else None
+    workers = [NodePlan("worker", topology, profile)] + [NodePlan("worker") for _ in range(args.extra_workers)]
+    return ClusterPlan(args.name, args.image or nodeimage.default_image(), [NodePlan("control-plane"), *workers])
+
+
+def _create(args: argparse.Namespace) -> int:
+    plan = _plan(args)
+    kind = cluster.KindCluster(plan, kind=toolchain.kind_binary(), kubectl=toolchain.kubectl_binary())
+    try:
+        kind.create()
+        kind.wait_ready()
+    except BaseException:
+        kind.delete()
+        raise
+    print(json.dumps({"name": plan.name, "kubeconfig": str(kind.kubeconfig), "nodes": plan.node_names(),
+                      "create_seconds": round(kind.create_seconds or 0, 1)}))
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    removed = cluster.delete_clusters(toolchain.kind_binary(), prefix=args.prefix)
+    print(json.dumps({"deleted": removed}))
+    return 0
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("kind", help="kind clusters with faked topologies (real kubelets)")
+    sub = parser.add_subparsers(dest="kind_command", metavar="ACTION")
+    build = sub.add_parser("build-node-image", help="build the offline node image (cached by versions)")
+    build.add_argument("--tag", default=None, help=f"image tag (default {nodeimage.default_image()})")
+    build.set_defaults(handler=_build)
+    create = sub.add_parser("create", help="create a cluster whose worker sees a faked topology and keep it")
+    create.add_argument("--name", default="cci-dev")
+    create.add_argument("--topology", help="library topology name or spec file for the worker")
+    create.add_argument("--profile", help="node profile (profiles/node/*.yaml) for the worker's CPU manager")
+    create.add_argument("--image", help="node image (default: the one build-node-image tags)")
+    create.add_argument("--extra-workers", type=int, default=0, help="plain workers besides the faked one")
+    create.set_defaults(handler=_create)
+    delete = sub.add_parser("delete", help="delete clusters (and their networks) by name prefix")
+    delete.add_argument("--prefix", default="cci-")
+    delete.set_defaults(handler=_delete)
+    parser.set_defaults(handler=lambda args: parser.print_help() or 2)

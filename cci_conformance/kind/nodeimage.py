@@ -1,0 +1,187 @@
+"""Build the offline kind node image: Go-built binaries on a debootstrap rootfs, images pre-imported."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..waiting import wait_for
+from . import components, gobuild, images, node_files, ociimage, rootfs, versions
+from .cache import Step, key_of
+from .runner import CommandFailed, run, say
+
+ASSETS = Path(__file__).parent / "assets"
+DEFAULT_REPOSITORY = "cci-conformance/kind-node"
+BASE_REPOSITORY = "cci-conformance/kind-base"
+
+
+def default_image() -> str:
+    return f"{DEFAULT_REPOSITORY}:{versions.KUBERNETES}"
+
+
+@dataclass
+class BuildResult:
+    image: str
+    tagged: str
+    seconds: float
+    reused: bool
+
+
+def image_exists(reference: str) -> bool:
+    proc = subprocess.run(["docker", "image", "inspect", reference], capture_output=True, check=False)
+    return proc.returncode == 0
+
+
+def _base_image(tarball: Path, key: str) -> str:
+    reference = f"{BASE_REPOSITORY}:{key}"
+    if not image_exists(reference):
+        say("importing the node rootfs into docker")
+        run(["docker", "import", "-c", "ENV container=docker", str(tarball), reference], timeout=600)
+    return reference
+
+
+def _import_store(archives: list[Path], store: Path, log: Path) -> None:
+    """Import the image archives into a containerd content store (namespace k8s.io), as the node will use it."""
+    binaries = gobuild.build(components.CONTAINERD)
+    state = Path(tempfile.mkdtemp(prefix="cci-ctrd-", dir="/tmp"))
+    socket = state / "c.sock"
+    config = state / "config.toml"
+    # Only the content store, metadata and snapshotter are needed: no CRI, no NRI.
+    config.write_text(
+        "version = 3\ndisabled_plugins = ['io.containerd.grpc.v1.cri', 'io.containerd.cri.v1.runtime', "
+        "'io.containerd.cri.v1.images', 'io.containerd.nri.v1.nri',\n"
+        " 'io.containerd.podsandbox.controller.v1.podsandbox']\n"
+    )
+    with log.open("a") as log_handle:
+        daemon = subprocess.Popen(
+            [binaries / "containerd", "--config", config, "--root", store, "--state", state / "state",
+             "--address", socket],
+            stdout=log_handle, stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(socket.exists, timeout=30, interval=0.1, what="build-time containerd socket")
+        ctr = [binaries / "ctr", "--address", str(socket), "--namespace", "k8s.io"]
+        for archive in archives:
+            out = run([*ctr, "images", "import", "--snapshotter", "overlayfs", archive], timeout=600, log=log)
+            for line in out.splitlines():
+                # "unpacking <name> (sha256:...)...done" names the image just imported.
+                if line.startswith("unpacking "):
+                    name = line.split()[1]
+                    # Pinned images are never garbage-collected by the kubelet (kind pins its images too).
+                    run([*ctr, "images", "label", name, "io.cri-containerd.pinned=pinned"], timeout=60, log=log)
+    finally:
+        daemon.terminate()
+        try:
+            daemon.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def _link(source: Path, target: Path, mode: int = 0o755) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():
+        target.unlink()
+    shutil.copyfile(source, target)
+    os.chmod(target, mode)
+
+
+def _write(target: Path, text: str, mode: int = 0o644) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    os.chmod(target, mode)
+
+
+def _node_files(files: Path, k8s: Path, ctrd: Path, crictl: Path, recorder: Path, pause_image: str) -> None:
+    for name in ("kubeadm", "kubelet", "kubectl"):
+        _link(k8s / name, files / "usr/bin" / name)
+    for name in ("containerd", "containerd-shim-runc-v2", "ctr"):
+        _link(ctrd / name, files / "usr/local/bin" / name)
+    _link(crictl / "crictl", files / "usr/local/bin/crictl")
+    _link(recorder, files / "usr/local/sbin/cpuset-recorder")
+    _link(ASSETS / "entrypoint.sh", files / "usr/local/bin/cci-node-entrypoint")
+    _link(ASSETS / "node-cni.sh", files / "usr/local/bin/cci-node-cni")
+    system = files / "etc/systemd/system"
+    for unit in ("kubelet.service", "containerd.service"):
+        _link(ASSETS / unit, system / unit, 0o644)
+    _link(ASSETS / "node-cni.service", system / "cci-node-cni.service", 0o644)
+    _link(ASSETS / "10-kubeadm.conf", system / "kubelet.service.d/10-kubeadm.conf", 0o644)
+    _write(files / "etc/containerd/config.toml", node_files.containerd_config(pause_image))
+    _write(files / "etc/crictl.yaml", node_files.CRICTL_YAML)
+    _write(files / "kind/version", versions.KUBERNETES + "\n")
+    _write(files / "kind/manifests/default-cni.yaml", node_files.DEFAULT_CNI_MANIFEST)
+    _write(files / "kind/manifests/default-storage.yaml", node_files.DEFAULT_STORAGE_MANIFEST)
+    for directory in ("etc/cni/net.d", "opt/nri/plugins", "etc/nri/conf.d", "var/lib/kubelet",
+                      "etc/kubernetes/manifests"):
+        (files / directory).mkdir(parents=True, exist_ok=True)
+
+
+DOCKERFILE = """FROM {base}
+COPY files/ /
+COPY store/ /var/lib/containerd/
+RUN systemctl enable containerd.service kubelet.service cci-node-cni.service
+ENV container=docker
+STOPSIGNAL SIGRTMIN+3
+ENTRYPOINT ["/usr/local/bin/cci-node-entrypoint", "/sbin/init"]
+"""
+
+
+def build_node_image(tag: str | None = None) -> BuildResult:
+    """Build (or reuse) the node image; every step is cached by the versions and files that feed it."""
+    start = time.monotonic()
+    tag = tag or default_image()
+    built = {c.name: gobuild.build(c) for c in components.ALL}
+    pause = gobuild.build_local("pause", ASSETS / "pause.go")
+    recorder = gobuild.build_local("cpuset-recorder", ASSETS / "cpuset-recorder.go")
+    tarball = rootfs.build_rootfs()
+    base = _base_image(tarball, key_of(str(tarball)))
+
+    references = images.image_list(built["kubernetes"] / "kubeadm", versions.KUBERNETES)
+    pause_image = next(r for r in references if images.role_of(r) == "pause")
+    component_keys = [str(p) for p in built.values()] + [str(pause), str(recorder)]
+    store_step = Step("containerd-store", references, component_keys, base, 1)
+    if not store_step.done:
+        work = store_step.prepare()
+        log = work / "build.log"
+        say("making control-plane images and importing them into containerd (k8s.io namespace)")
+        payload = images.iptables_payload(base, work / "iptables", log)
+        bins = {name: built["kubernetes"] / name for name in ("kube-apiserver", "kube-controller-manager",
+                                                              "kube-scheduler", "kube-proxy")}
+        bins.update(etcd=built["etcd"] / "etcd", coredns=built["coredns"] / "coredns", pause=pause)
+        archives = []
+        (work / "archives").mkdir(exist_ok=True)
+        for spec in images.image_specs(references, bins, payload):
+            archives.append(ociimage.write_archive(spec, work / "archives" / f"{images.role_of(spec.reference)}.tar"))
+        store = work / "store"
+        if store.exists():
+            shutil.rmtree(store)
+        _import_store(archives, store, log)
+        store_step.finish(images=references)
+
+    assets = sorted((p.name, p.read_bytes().hex()) for p in ASSETS.iterdir() if p.is_file())
+    final_key = key_of(store_step.key, assets, node_files.containerd_config(pause_image),
+                       node_files.DEFAULT_CNI_MANIFEST, node_files.DEFAULT_STORAGE_MANIFEST, DOCKERFILE)
+    keyed = f"{DEFAULT_REPOSITORY}:{versions.KUBERNETES}-{final_key[:12]}"
+    reused = image_exists(keyed)
+    if not reused:
+        context = store_step.dir
+        files = context / "files"
+        if files.exists():
+            shutil.rmtree(files)
+        _node_files(files, built["kubernetes"], built["containerd"], built["crictl"], recorder, pause_image)
+        (context / "Dockerfile").write_text(DOCKERFILE.format(base=base))
+        (context / ".dockerignore").write_text("archives\niptables\n*.log\n.done\n")
+        say(f"docker build {keyed}")
+        run(["docker", "build", "-t", keyed, str(context)], timeout=1800, log=context / "build.log",
+            env={"DOCKER_BUILDKIT": "0"})
+    run(["docker", "tag", keyed, tag], timeout=60)
+    return BuildResult(image=keyed, tagged=tag, seconds=time.monotonic() - start, reused=reused)
+
+
+__all__ = ["BuildResult", "CommandFailed", "build_node_image", "default_image", "image_exists"]

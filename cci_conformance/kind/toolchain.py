@@ -1,0 +1,39 @@
+"""Where the kind and kubectl binaries come from (the build cache) and whether this host can run kind."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from . import components, gobuild
+
+
+def kind_binary() -> Path:
+    return gobuild.build(components.KIND) / "kind"
+
+
+def kubectl_binary() -> Path:
+    return gobuild.build(components.KUBERNETES) / "kubectl"
+
+
+def docker_problem() -> str | None:
+    """Why docker cannot run kind nodes here, or None when it can."""
+    if shutil.which("docker") is None:
+        return "docker is not installed (see tools/docker-setup)"
+    try:
+        proc = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True,
+                              timeout=20, check=False)
+    except subprocess.TimeoutExpired:
+        return "docker info did not answer within 20 s"
+    if proc.returncode != 0:
+        return "dockerd is not running (start it with tools/docker-setup/setup.sh)"
+    return None
+
+
+def build_problem() -> str | None:
+    """Why the node image cannot be built here, or None."""
+    for tool in ("go", "debootstrap"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed, needed to build the node image"
+    return None

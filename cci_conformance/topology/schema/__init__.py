@@ -1,0 +1,1 @@
+"""Data files of the topology package: the JSON schema of topology specs."""

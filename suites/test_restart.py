@@ -1,0 +1,203 @@
+"""Checkpoint and restart: node, driver and both restarts, stale containers and interrupted admissions."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from claimkit import (
+    available_now,
+    claim_pod,
+    driver_client,
+    exclusive,
+    fmt,
+    handle,
+    node_problems,
+    shared,
+    standard_pod,
+    static_pod,
+)
+
+from cci_conformance.certify.outcomes import not_applicable
+from cci_conformance.waiting import wait_for
+
+pytestmark = pytest.mark.fresh_node  # every test here kills processes: a node of its own
+
+
+def accounting(node) -> tuple:
+    snap = node.snapshot()
+    return (snap.exclusive, snap.shared_pool,
+            sorted((c.pod_uid, c.container, c.store_cpus, c.runtime_cpus, c.exclusive) for c in snap.containers))
+
+
+def load(pods, topology, node_profile) -> list:
+    denied = ("CORE-SIBLING-DENIED",) if topology.threads_per_core > 1 else ()
+    results = [pods.create(claim_pod(exclusive(3))), pods.create(standard_pod()),
+               pods.create(claim_pod(exclusive(2, *denied))), pods.create(claim_pod(shared(2)))]
+    if node_profile.get("cpuManagerPolicy") == "static":
+        results.append(pods.create(static_pod(2)))
+    assert all(r.admitted for r in results), [r.message for r in results if not r.admitted]
+    return results
+
+
+def fill_all(node, pods) -> object:
+    """Admit one exclusive claim of every available CPU: succeeds only if no CPU was lost by node or driver."""
+    room = len(available_now(node.snapshot()))
+    result = pods.create(claim_pod(exclusive(room)))
+    assert result.admitted, f"the node's {room} free CPUs could not all be granted: {result.reason}: {result.message}"
+    return result
+
+
+def readmit(node, result, parameters) -> object:
+    a = result.containers[0]
+    client = driver_client(node)
+    try:
+        return client.admit(pod=a.pod_uid, container=a.container, claim_uid=f"claim-{a.pod_uid}", claim_name="claim",
+                            namespace="conformance", claim=handle(parameters),
+                            available=available_now(node.snapshot()) | a.cpus)
+    finally:
+        client.close()
+
+
+@pytest.mark.requirement("RESTART-001")
+def test_node_restart_keeps_every_cpuset(node, pods, topology, node_profile):
+    """After a node restart (kill -9) every live container MUST keep its CPUs and the ledger MUST be unchanged."""
+    load(pods, topology, node_profile)
+    before = accounting(node)
+    node.restart_node(hard=True)
+    assert accounting(node) == before, "the node's ledger changed across its restart"
+    assert not node_problems(node), node_problems(node)
+    fill_all(node, pods)
+
+
+@pytest.mark.requirement("RESTART-002")
+@pytest.mark.needs("restart-recovery")
+def test_driver_restart_keeps_its_admissions(node, pods):
+    """After a driver restart (kill -9) a retried CCIAdmit of an earlier admission MUST return the same CPUs."""
+    parameters = exclusive(3)
+    first = pods.create(claim_pod(parameters))
+    assert first.admitted
+    node.restart_driver(hard=True)
+    retry = readmit(node, first, parameters)
+    assert not retry.err and retry.rSet.cpuset == fmt(first.containers[0].cpus), \
+        f"after the restart the driver answered {retry.rSet.cpuset or retry.err!r}, before {fmt(first.containers[0].cpus)}"
+
+
+@pytest.mark.requirement("RESTART-006")
+@pytest.mark.needs("restart-recovery")
+def test_driver_restart_never_grants_live_cpus_again(node, pods, topology):
+    """After a driver restart it MUST NOT grant CPUs of live admissions again, even if availableCpus offers them."""
+    denied = ("CORE-SIBLING-DENIED",) if topology.threads_per_core > 1 else ()
+    live = [pods.create(claim_pod(p)) for p in (exclusive(3), exclusive(2, *denied))]
+    assert all(r.admitted for r in live)
+    snap = node.snapshot()
+    held = frozenset().union(*snap.exclusive.values())
+    node.restart_driver(hard=True)
+    client = driver_client(node)
+    stale_view = snap.online - snap.reserved  # a node view that forgot the live grants (docs/spec.md S1.4)
+    try:
+        reply = client.admit(pod="stale-view-pod", container="c0", claim_uid="claim-stale-view", claim=exclusive(2),
+                             available=stale_view)
+        granted = frozenset(int(c) for c in _cpus(reply.rSet.cpuset)) if not reply.err else frozenset()
+        client.remove(claim_uid="claim-stale-view", container_id="")
+    finally:
+        client.close()
+    assert not granted & held, f"the restarted driver granted {fmt(granted & held)}, held by live admissions"
+
+
+def _cpus(text: str):
+    from cci_conformance.cpuset import parse_cpulist
+
+    return parse_cpulist(text)
+
+
+@pytest.mark.requirement("RESTART-003")
+@pytest.mark.needs("restart-recovery")
+def test_node_and_driver_restart_keep_every_grant(node, pods, topology, node_profile):
+    """After the node and the driver both restart, every grant MUST be kept and later admissions MUST respect it."""
+    results = load(pods, topology, node_profile)
+    before = accounting(node)
+    node.stop_driver(hard=True)
+    node.restart_node(hard=True)
+    node.start_driver()
+    assert accounting(node) == before, "the ledger changed across the restart of node and driver"
+    last = fill_all(node, pods)
+    held_before = frozenset().union(*before[0].values())
+    assert not last.containers[0].cpus & held_before
+    pods.delete(last.containers[0].pod_uid)
+    for r in results:
+        pods.delete(r.containers[0].pod_uid)
+    fill_all(node, pods)
+
+
+@pytest.mark.requirement("RESTART-007")
+@pytest.mark.needs("restart-recovery")
+def test_remove_after_driver_restart_frees_the_cpus(node, pods):
+    """CCIRemoveContainerResource for a container admitted before a driver restart MUST free its CPUs."""
+    first = pods.create(claim_pod(exclusive(4)))
+    assert first.admitted
+    node.restart_driver(hard=True)
+    pods.delete(first.containers[0].pod_uid)
+    fill_all(node, pods)
+
+
+@pytest.mark.requirement("RESTART-004")
+def test_container_gone_while_node_down_is_released(node, pods, topology, node_profile):
+    """A container that vanished while the node was down MUST be dropped and its CPUs freed in node and driver."""
+    results = load(pods, topology, node_profile)
+    gone = results[0].containers[0]
+    node.remove_container_behind_node(gone.pod_uid, gone.container)
+    node.restart_node(hard=True)
+    snap = node.snapshot()
+    assert all((c.pod_uid, c.container) != (gone.pod_uid, gone.container) for c in snap.containers)
+    assert not gone.cpus & frozenset().union(*snap.exclusive.values()), "the vanished container's CPUs are held"
+    wait_for(lambda: not snap_pending(node), 10.0, what="the node to deliver the owed CCIRemoveContainerResource")
+    pods.forget(gone.pod_uid)
+    pods.delete(gone.pod_uid)
+    fill_all(node, pods)
+
+
+def snap_pending(node) -> list:
+    return node.snapshot().extra.get("pending", [])
+
+
+@pytest.mark.requirement("RESTART-005")
+def test_node_killed_during_admission_leaves_nothing_half_granted(node, pods):
+    """A node killed while the driver answers CCIAdmit MUST come back with the pod wholly admitted or wholly absent."""
+    if not all(hasattr(node, h) for h in ("pause_driver", "resume_driver", "stop_node", "start_node")):
+        not_applicable("this backend cannot hold the driver mid-answer")
+    room = len(available_now(node.snapshot()))
+    pod = claim_pod(exclusive(2))
+    node.pause_driver()
+    outcome: list = []
+    worker = threading.Thread(target=lambda: outcome.append(_try(node.create_pod, pod)), daemon=True)
+    try:
+        worker.start()
+        wait_for(lambda: admission_intent(node), 10.0, interval=0.01, what="the node to record its admission intent")
+        node.stop_node(hard=True)
+    finally:
+        node.resume_driver()
+    worker.join(15)
+    node.start_node()
+    wait_for(lambda: not snap_pending(node), 10.0, what="the node to roll back the interrupted admission")
+    snap = node.snapshot()
+    mine = [c for c in snap.containers if c.pod_uid == pod.uid]
+    assert not mine, f"the interrupted pod is half there: {mine}"
+    assert len(available_now(snap)) == room and not node_problems(node), node_problems(node)
+    fill_all(node, pods)
+
+
+def admission_intent(node) -> bool:
+    raw = node.state_files().get("cci_manager_state")
+    if not raw:
+        return False
+    data = json.loads(json.loads(raw)["Data"])
+    return any(e.get("why") == "admission" for e in data.get("pending", []))
+
+
+def _try(fn, *args):
+    try:
+        return fn(*args)
+    except Exception as exc:  # the node died under the call: that is the point
+        return exc

@@ -1,0 +1,137 @@
+"""Robustness: malformed parameters, exhaustion, unknown containers, hanging or dying drivers, clean shutdown."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from claimkit import available_now, claim_pod, driver_client, exclusive, ledger, shared, standard_pod
+
+from cci_conformance.certify.outcomes import not_applicable
+
+MANY_LIVE = 70  # live admissions the deadline test keeps (more than a small fixed-size table holds)
+
+MALFORMED = [
+    ("not an object", "four arrays, please"),
+    ("unknown key", {"cores": ["2"], "colour": ["blue"]}),
+    ("missing cores", {"cpu attributes": [["EXCLUSIVE"]]}),
+    ("count not a number", {"cores": ["two"]}),
+    ("count of zero", {"cores": ["0"]}),
+    ("unequal arrays", {"cores": ["1", "1"], "cpu attributes": [["EXCLUSIVE"]]}),
+    ("unknown cpu attribute", {"cores": ["1"], "cpu attributes": [["TURBO"]]}),
+    ("exclusive and shared", {"cores": ["1"], "cpu attributes": [["EXCLUSIVE", "SHARED"]]}),
+    ("denied without exclusive", {"cores": ["1"], "cpu attributes": [["SHARED", "CORE-SIBLING-DENIED"]]}),
+    ("unknown mem attribute", {"cores": ["1"], "mem attributes": ["HUGE_PAGE_SIZE_1M"]}),
+    ("device affinity without device", {"cores": ["1"], "device attributes": ["NUMA-DEVICE-AFFINITY-REQUIRED"]}),
+    ("device that does not exist", {"cores": ["1"], "device attributes": [
+        {"affinity": "NUMA-DEVICE-AFFINITY-REQUIRED", "device": "0000:ff:1f.7"}]}),
+]
+
+
+@pytest.mark.requirement("ROBUST-001")
+@pytest.mark.parametrize("case", [c[0] for c in MALFORMED])
+def test_malformed_parameters_are_refused_with_a_clear_error(node, pods, case):
+    """Malformed claim parameters MUST be refused with an err saying what is wrong, and the driver MUST go on."""
+    parameters = dict(MALFORMED)[case]
+    before = ledger(node)
+    result = pods.create(claim_pod(parameters))
+    assert not result.admitted and result.reason == "CCIAdmitError", f"{case}: {result.reason}: {result.message}"
+    assert len(result.message) >= 10, f"{case}: the refusal says too little: {result.message!r}"
+    assert ledger(node) == before
+    assert pods.create(claim_pod(exclusive(1))).admitted, "the driver stopped serving after a malformed claim"
+
+
+@pytest.mark.requirement("ROBUST-002")
+def test_exhaustion_is_refused_and_recovers(node, pods):
+    """A claim larger than availableCpus MUST be refused with an err, never partly granted; freed CPUs serve again."""
+    room = len(available_now(node.snapshot()))
+    too_big = pods.create(claim_pod(exclusive(room + 1)))
+    assert not too_big.admitted and too_big.reason == "CCIAdmitError", (too_big.reason, too_big.message)
+    full = pods.create(claim_pod(exclusive(room)))
+    assert full.admitted, f"{full.reason}: {full.message}"
+    for parameters in (exclusive(1), shared(1)):
+        extra = pods.create(claim_pod(parameters))
+        assert not extra.admitted and extra.reason == "CCIAdmitError", (parameters, extra.reason, extra.message)
+    pods.delete(full.containers[0].pod_uid)
+    assert pods.create(claim_pod(exclusive(room))).admitted
+
+
+@pytest.mark.requirement("ROBUST-003")
+def test_driver_answers_within_the_deadline_with_many_live_admissions(node_session_factory, node_profile):
+    """The driver MUST answer every CCI call within the node's RPC deadline, however many admissions are live."""
+    session = node_session_factory()  # closed at the end: cheaper than deleting every pod
+    deadline = float(node_profile.get("rpcTimeoutSeconds", 5))
+    slowest = 0.0
+    for i in range(MANY_LIVE):
+        result = session.create_pod(claim_pod(shared(1) if i % 4 else exclusive(1)))
+        assert result.admitted, f"admission {i + 1} failed: {result.reason}: {result.message}"
+        slowest = max(slowest, result.driver_seconds)
+    assert slowest < deadline
+
+
+@pytest.mark.requirement("ROBUST-004")
+@pytest.mark.fresh_node
+def test_dead_driver_gives_a_clear_refusal_and_serves_again_after_restart(node, pods):
+    """While the driver is dead claim pods MUST be refused with a clear reason; restarted, it MUST serve again."""
+    kept = pods.create(claim_pod(exclusive(2)))
+    assert kept.admitted
+    node.stop_driver(hard=True)
+    refused = pods.create(claim_pod(exclusive(1)))
+    assert not refused.admitted and refused.reason in ("DriverUnavailable", "DriverNotRegistered"), refused
+    assert pods.create(standard_pod()).admitted, "the node stopped admitting standard pods"
+    node.start_driver()
+    again = pods.create(claim_pod(exclusive(2)))
+    assert again.admitted and not again.containers[0].cpus & kept.containers[0].cpus, again
+
+
+@pytest.mark.requirement("ROBUST-005")
+def test_add_for_a_container_never_admitted_is_refused(node, pods):
+    """CCIAddContainerResource for a container never admitted MUST get an err and leave every grant unchanged."""
+    live = pods.create(claim_pod(exclusive(2)))
+    assert live.admitted
+    before = ledger(node)
+    client = driver_client(node)
+    try:
+        reply = client.add(pod="never-admitted", container="c0", container_id="e" * 64)
+    finally:
+        client.close()
+    assert reply.err, "Add for a container that was never admitted succeeded"
+    assert ledger(node) == before
+    pods.delete(live.containers[0].pod_uid)
+    assert pods.create(claim_pod(exclusive(len(available_now(node.snapshot()))))).admitted
+
+
+@pytest.mark.requirement("ROBUST-006")
+@pytest.mark.fresh_node
+def test_sigterm_removes_both_sockets(node, pods):
+    """On SIGTERM the driver MUST stop, remove its registration and CCI sockets, and exit."""
+    endpoint = getattr(node, "cci_endpoint", lambda: None)()
+    if endpoint is None:
+        not_applicable("this backend does not expose the driver's sockets")
+    node.stop_driver(hard=False)  # returns once the node saw the registration socket go away
+    assert not endpoint.exists(), f"{endpoint} is still there after SIGTERM"
+    assert not node.snapshot().drivers
+    node.start_driver()
+    assert pods.create(claim_pod(exclusive(1))).admitted
+
+
+@pytest.mark.requirement("ROBUST-007")
+def test_hanging_driver_is_refused_at_the_deadline_and_the_node_goes_on(node_session_factory, node_profile):
+    """A CCIAdmit the driver never answers MUST end in a DriverTimeout refusal within the deadline; the node goes on."""
+    session = node_session_factory(node_profile={**node_profile, "rpcTimeoutSeconds": 1})
+    if not hasattr(session, "pause_driver"):
+        not_applicable("this backend cannot hold the driver mid-answer")
+    session.pause_driver()
+    try:
+        start = time.perf_counter()
+        result = session.create_pod(claim_pod(exclusive(1)))
+        took = time.perf_counter() - start
+        assert not result.admitted and result.reason == "DriverTimeout", (result.reason, result.message)
+        assert took < 1 + 1 + 2.0, f"the refusal took {took:.1f}s for a 1s deadline (admit + rollback)"
+        assert session.create_pod(standard_pod()).admitted, "the node stopped admitting after the timeout"
+    finally:
+        session.resume_driver()
+    session.restart_driver(hard=False)  # re-registration delivers the rollback the paused driver missed
+    room = len(available_now(session.snapshot()))
+    late = session.create_pod(claim_pod(exclusive(room)))
+    assert late.admitted, f"CPUs lost to the timed-out admission: {late.reason}: {late.message}"

@@ -1,0 +1,180 @@
+"""Random interleavings of claims, static and standard pods, removals and restarts; every invariant after every step."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from claimkit import available_now, claim_pod, fmt, group, node_problems, params, standard_pod, static_pod, violations
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+
+import pytest
+from cci_conformance.protocol.claims import parse_claim
+from cci_conformance.protocol.semantics import GroupReply, check_admission, group_is_satisfiable
+
+MAX_EXAMPLES = 3
+STEPS = 14
+
+
+@dataclass
+class Live:
+    """What the model expects of one admitted pod."""
+
+    kind: str  # "cci" | "static" | "standard"
+    parameters: dict | None
+    groups: tuple = ()
+    exclusive_flags: tuple = ()
+    held: frozenset = frozenset()
+
+
+def group_strategy(topology, caps: set[str]):
+    t = topology.threads_per_core
+    nodes = len(topology.node_cpus)
+    devices = [d.bdf for d in topology.pci_devices if d.numa_node in topology.node_cpus]
+
+    @st.composite
+    def one(draw):
+        excl = "exclusive" in caps and (draw(st.booleans()) or "shared" not in caps)
+        cpu = ["EXCLUSIVE" if excl else "SHARED"]
+        sib = draw(st.sampled_from(["", "PREFERRED", "REQUIRED"] + (["DENIED"] if excl else [])))
+        if "core-siblings" not in caps:
+            sib = ""
+        count = draw(st.integers(1, 4))
+        if sib == "REQUIRED":
+            count = t * draw(st.integers(1, 2))
+        if sib:
+            cpu.append(f"CORE-SIBLING-{sib}")
+        mems = ["NO-MEM-AFFINITY"]
+        if "numa-bind" in caps:
+            mems += ["NUMA-MEM-AFFINITY-BIND-REQUIRED", "NUMA-MEM-AFFINITY-BIND-PREFERRED"]
+        if "numa-interleave" in caps:
+            mems += ["NUMA-MEM-AFFINITY-INTERLEAVE-PREFERRED"]
+            if count >= nodes:
+                mems.append("NUMA-MEM-AFFINITY-INTERLEAVE-REQUIRED")
+        mem = draw(st.sampled_from(mems))
+        affinities = ["NO-DEVICE-AFFINITY"]
+        if devices and "device-affinity" in caps:
+            affinities += ["NUMA-DEVICE-AFFINITY-PREFERRED"]
+            if mem != "NUMA-MEM-AFFINITY-INTERLEAVE-REQUIRED":
+                affinities.append("NUMA-DEVICE-AFFINITY-REQUIRED")
+        affinity = draw(st.sampled_from(affinities))
+        device = draw(st.sampled_from(devices)) if affinity != "NO-DEVICE-AFFINITY" else None
+        return group(count, *cpu, mem=mem, device=device, affinity=affinity)
+
+    return one()
+
+
+def claim_strategy(topology, caps: set[str]):
+    groups = st.lists(group_strategy(topology, caps), min_size=1, max_size=2 if "groups" in caps else 1)
+    return groups.map(lambda gs: params(*gs))
+
+
+class NodeMachine(RuleBasedStateMachine):
+    """The model: which pods live and what each holds; the node must agree on every public surface."""
+
+    session = topology = caps = strict = None
+    static_ok = False
+
+    def __init__(self):
+        super().__init__()
+        self.live: dict[str, Live] = {}
+        self.node_restarts = self.driver_restarts = 0
+
+    # ---- steps ----
+    @rule(data=st.data())
+    def admit_claim(self, data):
+        parameters = data.draw(claim_strategy(self.topology, self.caps))
+        before = self.session.snapshot()
+        result = self.session.create_pod(claim_pod(parameters))
+        if not result.admitted:
+            assert result.reason == "CCIAdmitError", f"{parameters}: {result.reason}: {result.message}"
+            claim = parse_claim(parameters, self.topology, self.caps)
+            if len(claim.groups) == 1:
+                assert not group_is_satisfiable(self.topology, available_now(before), claim.groups[0]), \
+                    f"refused a satisfiable claim {parameters} with {fmt(available_now(before))} free: {result.message}"
+            return
+        after = self.session.snapshot()
+        problems = violations(parameters, self.topology, self.caps, available_now(before), result, after)
+        assert not problems, [str(p) for p in problems]
+        a = result.containers[0]
+        key = f"{a.pod_uid}/{a.container}"
+        held = after.exclusive.get(key, frozenset())
+        withheld = frozenset(after.extra.get("withheld", {}).get(key, ()))
+        groups = a.groups or (a.cpus,)
+        flags = tuple(bool(g) and frozenset(g) <= held - withheld for g in groups)
+        self.live[a.pod_uid] = Live("cci", parameters, tuple(groups), flags, held)
+
+    @precondition(lambda self: self.static_ok)
+    @rule(cpus=st.integers(1, 3))
+    def admit_static_pod(self, cpus):
+        result = self.session.create_pod(static_pod(cpus))
+        if result.admitted:
+            self.live[result.containers[0].pod_uid] = Live("static", None, held=result.containers[0].cpus)
+
+    @rule()
+    def admit_standard_pod(self):
+        result = self.session.create_pod(standard_pod())
+        assert result.admitted, f"{result.reason}: {result.message}"
+        self.live[result.containers[0].pod_uid] = Live("standard", None)
+
+    @precondition(lambda self: self.live)
+    @rule(data=st.data())
+    def delete_pod(self, data):
+        uid = data.draw(st.sampled_from(sorted(self.live)))
+        self.session.delete_pod(uid)
+        del self.live[uid]
+
+    @precondition(lambda self: self.node_restarts == 0)
+    @rule()
+    def restart_node(self):
+        self.node_restarts += 1
+        self.session.restart_node(hard=True)
+
+    @precondition(lambda self: self.driver_restarts == 0 and "restart-recovery" in self.caps)
+    @rule()
+    def restart_driver(self):
+        self.driver_restarts += 1
+        self.session.restart_driver(hard=True)
+
+    # ---- invariants ----
+    @invariant()
+    def node_matches_the_model(self):
+        assert not node_problems(self.session, self.strict), node_problems(self.session, self.strict)
+        snap = self.session.snapshot()
+        assert {c.pod_uid for c in snap.containers} == set(self.live)
+        for uid, live in self.live.items():
+            assert snap.exclusive.get(f"{uid}/c0", frozenset()) == live.held, f"{uid} holds other CPUs than granted"
+
+    @invariant()
+    def every_live_grant_keeps_its_hard_rules(self):
+        everyone = {uid: live.held for uid, live in self.live.items()}
+        for uid, live in self.live.items():
+            if live.kind != "cci":
+                continue
+            claim = parse_claim(live.parameters, self.topology, self.caps)
+            replies = [GroupReply(frozenset(g), f) for g, f in zip(live.groups, live.exclusive_flags, strict=True)]
+            own = frozenset().union(*live.groups) | live.held
+            others = frozenset().union(*(h for u, h in everyone.items() if u != uid))
+            problems = check_admission(claim, self.topology, own, replies, held_by_others=others)
+            # a later exclusive grant may take CPUs a SHARED group runs on (S1.4, S3.3): only held CPUs are private
+            problems = [p for p in problems if not (p.rule == "S2.9" and not claim.groups[p.group].exclusive)]
+            assert not problems, [str(p) for p in problems]
+
+    def teardown(self):
+        for uid in sorted(self.live, reverse=True):
+            self.session.delete_pod(uid)
+
+
+@pytest.mark.requirement("ACCT-010")
+def test_invariants_hold_under_random_interleavings(node_session_factory, topology, driver_manifest, node_profile):
+    """Every node invariant and every live grant's semantics MUST hold after every step of any interleaving."""
+    session = node_session_factory()
+    options = node_profile.get("cpuManagerPolicyOptions", {})
+    machine = type("Machine", (NodeMachine,), {
+        "session": session, "topology": topology, "caps": set(driver_manifest.capabilities),
+        "strict": options.get("strict-cpu-reservation") == "true",
+        "static_ok": node_profile.get("cpuManagerPolicy") == "static"})
+    run_state_machine_as_test(machine, settings=settings(
+        max_examples=MAX_EXAMPLES, stateful_step_count=STEPS, deadline=None, derandomize=True, database=None,
+        suppress_health_check=list(HealthCheck), print_blob=False))

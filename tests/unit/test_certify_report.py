@@ -1,0 +1,106 @@
+"""report.json building and schema, the HTML page with its SVG charts, and the text summary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cci_conformance.certify.bundle import environment, slug
+from cci_conformance.certify.catalog import load_catalog
+from cci_conformance.certify.html import render_html
+from cci_conformance.certify.outcomes import TestResult
+from cci_conformance.certify.report import build_report, validation_errors, write_json_atomic
+from cci_conformance.certify.summary import summary_lines
+from cci_conformance.certify.svg import growth_curve, histogram
+
+RUN = {
+    "interrupted": False, "started": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T00:01:00+00:00",
+    "duration_s": 60.0, "harness_version": "0.1.0",
+    "driver": {"name": "reference", "version": None, "manifest": "driver.yaml", "manifest_sha256": None,
+               "capabilities": ["exclusive"]},
+    "topologies": [{"name": "laptop-1s4c-smt2", "cpus": 8, "numa_nodes": 1}], "backend": "embedded",
+    "node_profile": "coexistence", "profile": {"name": "default"}, "workers": 0, "pytest_args": [],
+    "exit_status": 0, "environment": {k: v for k, v in environment().items() if k != "harness_version"},
+}
+
+
+def _results() -> dict[str, TestResult]:
+    small = {"name": "admission_p50", "value": 0.002, "unit": "s", "budget": 0.01, "comparison": "<=",
+             "topology": "laptop-1s4c-smt2", "cpus": 8, "samples": [0.001, 0.002, 0.003]}
+    large = dict(small, topology="server-4s16c-smt2", cpus=128, value=0.004)
+    return {
+        "s/t.py::a[x]": TestResult("s/t.py::a[x]", "passed", requirements=["LAT-001"], figures=[small]),
+        "s/t.py::a[y]": TestResult("s/t.py::a[y]", "passed", requirements=["LAT-001"], figures=[large]),
+        "s/t.py::b[x]": TestResult("s/t.py::b[x]", "failed", "<script>alert(1)</script>", requirements=["CLAIM-005"],
+                                   evidence=["evidence/s_t.py_b_x/session-0/node.log"]),
+        "s/t.py::c[x]": TestResult("s/t.py::c[x]", "passed"),
+    }
+
+
+def _report(complete=True, errors=()):
+    return build_report(catalog=load_catalog(), results=_results(), run=dict(RUN), errors=list(errors),
+                        complete=complete)
+
+
+def test_report_validates_and_judges():
+    report = _report()
+    assert validation_errors(report) == []
+    status = {r["id"]: r["status"] for r in report["requirements"]}
+    assert status["LAT-001"] == "pass" and status["CLAIM-005"] == "fail" and status["CLAIM-001"] == "untested"
+    assert report["verdict"]["certified"] is False and report["verdict"]["exit_code"] == 1
+    assert "CLAIM-005" in report["verdict"]["failed_required"]
+    assert [t["nodeid"] for t in report["unmapped_tests"]] == ["s/t.py::c[x]"]
+    lat = next(r for r in report["requirements"] if r["id"] == "LAT-001")
+    assert [f["test"] for f in lat["figures"]] == ["s/t.py::a[x]", "s/t.py::a[y]"]
+    counts = report["verdict"]["counts"]
+    assert sum(counts.values()) == len(report["requirements"])
+    assert sum(a["counts"]["fail"] for a in report["areas"]) == counts["fail"]
+
+
+def test_schema_rejects_a_false_pass():
+    report = _report()
+    lat = next(r for r in report["requirements"] if r["id"] == "LAT-001")
+    lat["tests"][0]["outcome"] = "skipped"
+    assert any("LAT-001" not in e and "requirements" in e for e in validation_errors(report))
+    report = _report()
+    report["requirements"][0]["status"] = "great"
+    assert validation_errors(report)
+
+
+def test_incomplete_or_erroneous_runs_never_certify():
+    assert _report(complete=False)["verdict"]["certified"] is False
+    err = {"kind": "collection", "where": "x", "message": "bad"}
+    assert _report(errors=[err])["verdict"]["certified"] is False
+
+
+def test_html_escapes_and_draws(tmp_path):
+    page = render_html(_report())
+    assert "<script>alert" not in page and "&lt;script&gt;" in page
+    assert page.count("<svg") == 3  # one growth curve, two histograms
+    assert "href='evidence/s_t.py_b_x/session-0/node.log'" in page
+    assert "NOT CERTIFIED" in page
+
+
+def test_charts():
+    svg = histogram([1.0, 2.0, 2.5, 9.0], "t", {"budget": 10.0})
+    assert svg.startswith("<svg") and svg.count("<rect") == 24 and "budget" in svg
+    assert histogram([], "t") == ""
+    curve = growth_curve([(8, 1.0, "a"), (128, 3.0, "b")], "g", "ms", limit=4.0)
+    assert curve.count("<circle") == 2 and "allowed" in curve
+    assert growth_curve([(8, 1.0, "a")], "g", "ms") == ""
+
+
+def test_summary_lines():
+    lines = summary_lines(_report(), Path("/r"))
+    text = "\n".join(lines)
+    assert "FAIL     CLAIM-005" in text and "verdict: NOT CERTIFIED (exit 1)" in text
+    assert "admission_p50" in text and "2.00 ms" in text and "budget <= 10.00 ms" in text
+    assert lines[-3:] == ["report:  /r/report.json", "html:    /r/report.html", "junit:   /r/junit.xml"]
+
+
+def test_atomic_write_and_slug(tmp_path):
+    write_json_atomic(tmp_path / "a" / "r.json", {"x": 1})
+    assert json.loads((tmp_path / "a" / "r.json").read_text()) == {"x": 1}
+    assert [p.name for p in (tmp_path / "a").iterdir()] == ["r.json"]
+    assert slug("suites/test_a.py::test_x[laptop-1s4c-smt2]") == "suites_test_a.py_test_x_laptop-1s4c-smt2"
+    assert len(slug("x" * 300)) == 80

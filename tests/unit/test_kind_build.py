@@ -1,0 +1,73 @@
+"""Unit tests of the node-image build helpers that need neither docker nor network."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tarfile
+import tempfile
+from pathlib import Path
+
+from cci_conformance.kind import components, hostguard, images
+from cci_conformance.kind.gobuild import local_replaces
+from cci_conformance.kind.ociimage import ImageSpec, layer_bytes, write_archive
+
+
+def test_local_replaces_are_found_in_both_go_mod_forms():
+    gomod = """module k8s.io/kubernetes
+replace k8s.io/api => ./staging/src/k8s.io/api
+replace (
+\tk8s.io/client-go => ./staging/src/k8s.io/client-go
+\tgo.etcd.io/etcd/api/v3 v3.6.5 => ../api
+\tgithub.com/x/y => github.com/x/z v1.0.0
+)
+"""
+    assert local_replaces(gomod) == ["k8s.io/api", "k8s.io/client-go", "go.etcd.io/etcd/api/v3"]
+
+
+def test_kubernetes_is_stamped_with_its_version():
+    flags = " ".join(components.KUBERNETES.ldflags)
+    version = components.KUBERNETES.version
+    assert f"k8s.io/component-base/version.gitVersion={version}" in flags
+    assert "gitMinor=" + version.split(".")[1] in flags
+    assert set(components.KUBERNETES.binaries) == {
+        "kubeadm", "kubelet", "kubectl", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"}
+
+
+def test_image_roles_follow_kubeadm_names():
+    assert images.role_of("registry.k8s.io/coredns/coredns:v1.12.1") == "coredns"
+    assert images.role_of("registry.k8s.io/etcd:3.6.5-0") == "etcd"
+
+
+def test_oci_archive_is_importable_layout_with_matching_digests():
+    work = Path(tempfile.mkdtemp(prefix="cci-test-oci-", dir="/tmp"))
+    binary = work / "prog"
+    binary.write_bytes(b"\x7fELF fake")
+    binary.chmod(0o755)
+    spec = ImageSpec("registry.k8s.io/pause:3.10.1", {"/pause": binary}, entrypoint=["/pause"])
+    assert layer_bytes(spec) == layer_bytes(spec), "layers must be reproducible"
+    archive = write_archive(spec, work / "pause.tar")
+    with tarfile.open(archive) as tar:
+        blobs = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+    index = json.loads(blobs["index.json"])
+    (entry,) = index["manifests"]
+    assert entry["annotations"]["io.containerd.image.name"] == "registry.k8s.io/pause:3.10.1"
+    for name, data in blobs.items():
+        if name.startswith("blobs/sha256/"):
+            assert hashlib.sha256(data).hexdigest() == name.rsplit("/", 1)[1]
+    manifest = json.loads(blobs["blobs/sha256/" + entry["digest"].split(":")[1]])
+    layer = blobs["blobs/sha256/" + manifest["layers"][0]["digest"].split(":")[1]]
+    config = json.loads(blobs["blobs/sha256/" + manifest["config"]["digest"].split(":")[1]])
+    assert config["rootfs"]["diff_ids"] == [manifest["layers"][0]["digest"]]
+    assert config["config"]["Entrypoint"] == ["/pause"]
+    with tarfile.open(fileobj=__import__("io").BytesIO(layer)) as tar:
+        member = tar.getmember("pause")
+        assert member.mode == 0o755 and tar.extractfile(member).read() == b"\x7fELF fake"
+
+
+def test_hostguard_reports_and_restores_nothing_when_unchanged():
+    before = hostguard.read_sysctls()
+    assert "kernel/panic_on_oops" in before
+    assert hostguard.changed(before) == {}
+    fake = dict(before, **{"kernel/panic_on_oops": "not-a-value"})
+    assert hostguard.changed(fake) == {"kernel/panic_on_oops": ("not-a-value", before["kernel/panic_on_oops"])}

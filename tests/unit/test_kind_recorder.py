@@ -1,0 +1,66 @@
+"""The node's cpuset recorder (an OCI runtime wrapper in Go): records requested cpusets, folds them onto real CPUs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from cci_conformance.cpuset import parse_cpulist
+from cci_conformance.kind import gobuild
+
+ASSETS = Path(__file__).resolve().parents[2] / "cci_conformance" / "kind" / "assets"
+CPUSET = Path("/sys/fs/cgroup/cpuset/cpuset.cpus")
+
+pytestmark = pytest.mark.skipif(shutil.which("go") is None or not CPUSET.exists(),
+                                reason="needs Go and a cgroup v1 cpuset hierarchy")
+
+
+@pytest.fixture(scope="module")
+def recorder():
+    return gobuild.build_local("cpuset-recorder", ASSETS / "cpuset-recorder.go")
+
+
+def _run(recorder: Path, work: Path, *args: str, stdin: bytes | None = None):
+    fake_runc = work / "runc"
+    # The fake runtime saves what it was given, so the test sees what runc would have seen.
+    fake_runc.write_text(f"#!/bin/sh\necho \"$@\" > {work}/argv\ncat > {work}/stdin\n")
+    fake_runc.chmod(0o755)
+    env = {"CPUSET_RECORDER_RUNTIME": str(fake_runc), "CPUSET_RECORDER_LOG": str(work / "log.jsonl")}
+    subprocess.run([recorder, *args], input=stdin or b"", env=env, check=True, timeout=30)
+
+
+def test_create_records_request_and_folds_it_onto_allowed_cpus(recorder):
+    work = Path(tempfile.mkdtemp(prefix="cci-rec-", dir="/tmp"))
+    allowed = sorted(parse_cpulist(CPUSET.read_text()))
+    huge = max(allowed) + 100  # surely not a real CPU
+    config = {"linux": {"cgroupsPath": "kubepods.slice:cri-containerd:abc",
+                        "resources": {"cpu": {"cpus": f"{huge},{huge + 1}"}}},
+              "annotations": {"io.kubernetes.cri.container-type": "container",
+                              "io.kubernetes.cri.container-name": "app"}}
+    (work / "config.json").write_text(json.dumps(config))
+    _run(recorder, work, "--root", "/run/x", "--systemd-cgroup", "create", "--bundle", str(work), "cid1")
+    applied = json.loads((work / "config.json").read_text())["linux"]["resources"]["cpu"]["cpus"]
+    assert parse_cpulist(applied) <= set(allowed)
+    assert parse_cpulist(applied) == {allowed[huge % len(allowed)], allowed[(huge + 1) % len(allowed)]}
+    (record,) = [json.loads(line) for line in (work / "log.jsonl").read_text().splitlines()]
+    assert record["op"] == "create" and record["id"] == "cid1" and record["cpus"] == f"{huge},{huge + 1}"
+    assert record["container-name"] == "app" and record["applied"] == applied
+    assert (work / "argv").read_text().split()[-1] == "cid1"
+    shutil.rmtree(work)
+
+
+def test_update_from_stdin_is_rewritten_and_recorded(recorder):
+    work = Path(tempfile.mkdtemp(prefix="cci-rec-", dir="/tmp"))
+    allowed = sorted(parse_cpulist(CPUSET.read_text()))
+    request = json.dumps({"cpu": {"cpus": str(allowed[0])}}).encode()
+    _run(recorder, work, "update", "--resources", "-", "cid2", stdin=request)
+    # A request inside the node's own cpuset is passed on unchanged.
+    assert json.loads((work / "stdin").read_text())["cpu"]["cpus"] == str(allowed[0])
+    (record,) = [json.loads(line) for line in (work / "log.jsonl").read_text().splitlines()]
+    assert record["op"] == "update" and record["id"] == "cid2" and record["applied"] == str(allowed[0])
+    shutil.rmtree(work)
