@@ -7,6 +7,8 @@ Targets (issue 3): p99 < 2 ms on 128 CPUs with 100 live allocations; p50 growth 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import sys
 import time
@@ -62,7 +64,15 @@ def measure(name: str, live: int, samples: int) -> tuple[float, float]:
             if reply.err:
                 raise SystemExit(f"measured admission failed: {reply.err}")
             driver.client.remove(claim_uid=f"m{i}", container_id="")
-    return statistics.median(times), percentile(times, 99)
+        # The driver logs its own time per call (inside its lock): separates driver work from transport
+        # and scheduling delay, which dominates p99 on a loaded machine.
+        inside = [rec["ms"] for rec in map(json.loads, _json_lines(driver.process.log_path))
+                  if rec.get("event") == "admit" and str(rec.get("pod", "")).startswith("m")]
+    return statistics.median(times), percentile(times, 99), statistics.median(inside), percentile(inside, 99)
+
+
+def _json_lines(path: Path) -> list[str]:
+    return [line for line in path.read_text().splitlines() if line.startswith("{")]
 
 
 def main() -> int:
@@ -71,17 +81,21 @@ def main() -> int:
     ap.add_argument("--topology", nargs="*", default=["server-4s16c-smt2", "scale-8s-1024"])
     args = ap.parse_args()
     results = {}
-    print(f"{'topology':<20} {'cpus':>5} {'live':>5} {'p50 ms':>8} {'p99 ms':>8}")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {args.samples} samples per row")
+    print(f"{'topology':<20} {'cpus':>5} {'live':>5} {'p50 ms':>8} {'p99 ms':>8}   "
+          f"{'driver p50':>10} {'driver p99':>10}")
     for name in args.topology:
         for live in (0, 100):
-            p50, p99 = measure(name, live, args.samples)
+            p50, p99, in50, in99 = measure(name, live, args.samples)
             results[(name, live)] = (p50, p99)
-            print(f"{name:<20} {len(library.load(name).cpus):>5} {live:>5} {p50:>8.3f} {p99:>8.3f}", flush=True)
+            print(f"{name:<20} {len(library.load(name).cpus):>5} {live:>5} {p50:>8.3f} {p99:>8.3f}   "
+                  f"{in50:>10.3f} {in99:>10.3f}", flush=True)
     small, big = ("server-4s16c-smt2", 100), ("scale-8s-1024", 100)
     if small in results and big in results:
         growth = results[big][0] / results[small][0]
         print(f"p99 on 128 CPUs with 100 live: {results[small][1]:.3f} ms (target < 2 ms)")
         print(f"p50 growth 128 -> 1024 CPUs (100 live): {growth:.2f}x (target <= 4x)")
+    print(f"load average now {os.getloadavg()[0]:.1f}: p99 on a shared, loaded machine includes scheduling delay")
     return 0
 
 

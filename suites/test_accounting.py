@@ -14,14 +14,15 @@ def need_static(node_profile) -> None:
         not_applicable("the node profile has no static CPU manager (alpha mode): no static-QoS pods to account")
 
 
-def mixed_load(pods, topology) -> list:
+def mixed_load(pods, topology, statics_first: bool = False) -> list:
     """Static, CCI exclusive (with and without withheld siblings), CCI shared and standard pods, interleaved."""
     denied = ("CORE-SIBLING-DENIED",) if topology.threads_per_core > 1 else ()
-    results = [pods.create(standard_pod()), pods.create(static_pod(2)), pods.create(claim_pod(exclusive(3))),
-               pods.create(static_pod(1)), pods.create(claim_pod(exclusive(2, *denied))),
-               pods.create(claim_pod(shared(4))), pods.create(static_pod(3)), pods.create(standard_pod())]
+    claims = [standard_pod(), claim_pod(exclusive(3)), claim_pod(exclusive(2, *denied)), claim_pod(shared(4))]
+    statics = [static_pod(2), static_pod(1), static_pod(3), standard_pod()]
+    # Static pods after the claims here; ACCT-001/003 test claims placed after static pods on purpose.
+    results = [pods.create(p) for p in (statics + claims if statics_first else claims + statics)]
     refused = [r for r in results if not r.admitted]
-    assert not refused, f"{len(refused)} pods of a light mixed load were refused: {refused[0].reason}: {refused[0].message}"
+    assert not refused, f"{len(refused)} pods of a light load refused: {refused[0].reason}: {refused[0].message}"
     return results
 
 
@@ -29,7 +30,7 @@ def mixed_load(pods, topology) -> list:
 def test_static_and_cci_grants_never_overlap(node, pods, topology, node_profile):
     """No CPU MUST be counted twice: static grants, CCI grants and withheld siblings are pairwise disjoint."""
     need_static(node_profile)
-    mixed_load(pods, topology)
+    mixed_load(pods, topology, statics_first=True)
     snap = node.snapshot()
     owner: dict[int, str] = {}
     for key, cpus in snap.exclusive.items():
@@ -102,7 +103,7 @@ def test_standard_containers_shrink_and_grow_with_exclusive_grants(node, pods):
 
 @pytest.mark.requirement("ACCT-006")
 def test_allocatable_cpus_are_online_minus_reserved(node, pods):
-    """Pod-resources GetAllocatableResources MUST report the online CPUs minus the reserved ones, whatever is granted."""
+    """Pod-resources GetAllocatableResources MUST report the online CPUs minus the reserved ones, whatever is held."""
     snap = node.snapshot()
     assert node.allocatable_cpus() == snap.online - snap.reserved
     pods.create(claim_pod(exclusive(2)))

@@ -126,12 +126,18 @@ def test_shared_grant_withholds_nothing(node, pods, grant):
 
 @pytest.mark.requirement("CLAIM-022")
 @pytest.mark.needs("exclusive")
-def test_exclusive_flag_matches_the_claim(node, grant):
+def test_exclusive_flag_matches_the_claim(node, driver_manifest, grant):
     """ResourceSet.exclusive MUST be true exactly when the claim has an EXCLUSIVE group."""
     result, problems = grant(exclusive(2))
     a = result.containers[0]
     held = node.snapshot().exclusive.get(f"{a.pod_uid}/{a.container}", frozenset())
     assert a.exclusive and a.cpus <= held and not problems, problems or f"exclusive={a.exclusive}, held {fmt(held)}"
+    if driver_manifest.has("groups") and driver_manifest.has("shared"):
+        mixed, problems = grant(params(group(2, "SHARED"), group(2, "EXCLUSIVE")))
+        assert not problems, problems
+        m = mixed.containers[0]
+        held = node.snapshot().exclusive.get(f"{m.pod_uid}/{m.container}", frozenset())
+        assert not held & m.groups[0], f"the SHARED group {fmt(m.groups[0])} is held exclusively"
 
 
 @pytest.mark.requirement("CLAIM-005")
@@ -280,13 +286,14 @@ def test_device_preferred_uses_the_device_node_when_it_can(node, topology, grant
 
 # ------------------------------------------------------------------ failures, removal, idempotence
 @pytest.mark.requirement("CLAIM-015")
-def test_refused_admission_leaves_no_trace(node, pods, grant):
+def test_refused_admission_leaves_no_trace(node, pods, topology, grant):
     """A refused admission MUST change nothing: holdings, pool, pod-resources, state files, the driver's free CPUs."""
     grant(exclusive(2))
     before = ledger(node)
     room = len(available_now(node.snapshot()))
-    refused = [exclusive(room + 1), params(group(0)), {"cores": ["2"], "cpu attributes": [["EXCLUSIVE", "SHARED"]]},
-               exclusive(room, mem="NUMA-MEM-AFFINITY-SIDEWAYS")]
+    refused = [exclusive(room + 1), shared(room + 1)]  # well-formed claims that cannot be met (malformed: ROBUST-001)
+    if len(topology.node_cpus) > 1:
+        refused.append(exclusive(max(len(c) for c in topology.node_cpus.values()) + 1, mem=BIND_REQ))
     for parameters in refused:
         result = pods.create(claim_pod(parameters))
         assert not result.admitted, f"{parameters} was admitted"
@@ -332,15 +339,21 @@ def test_range_grants_a_count_inside_the_range(node, pods, grant):
 
 
 @pytest.mark.requirement("CLAIM-021")
-def test_replies_are_wellformed_cpulists_of_online_cpus(node, pods, topology, grant):
+def test_replies_are_wellformed_cpulists_of_online_cpus(node, pods, topology, driver_manifest, grant):
     """Every returned cpuset MUST be a valid Linux cpulist of online CPUs (the node refuses anything else)."""
     room = len(available_now(node.snapshot()))
-    for n in sorted({1, 2, 3, 4, 6, 8, room // 2, room}):
-        result, problems = grant(exclusive(n) if n < room else shared(n))
+    shapes = [exclusive(n) for n in sorted({1, 2, 3, 4, 6, 8, room // 2}) if n < room] + [shared(room)]
+    if driver_manifest.has("core-ranges"):
+        shapes.append(params(group("2-6", "EXCLUSIVE")))
+    if driver_manifest.has("groups"):
+        shapes.append(params(group(2, "EXCLUSIVE"), group(3, "SHARED")))
+    if driver_manifest.has("core-siblings") and topology.threads_per_core > 1:
+        shapes.append(exclusive(3, "CORE-SIBLING-DENIED"))
+    for parameters in shapes:
+        result, problems = grant(parameters)
         assert not problems, problems
         assert result.containers[0].cpus <= topology.online_cpus
         pods.delete(result.containers[0].pod_uid)
-
 
 
 @pytest.mark.requirement("CLAIM-018")

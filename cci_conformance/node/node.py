@@ -69,9 +69,12 @@ class Node:
             loaded = self.files.load()  # raises CheckpointError with the file to delete
             self.generation = loaded.generation + 1
             self.pending = loaded.pending
-            for rec in loaded.records:
-                self.store.add(rec)
-            self.store.check()
+            try:
+                for rec in loaded.records:
+                    self.store.add(rec)
+                self.store.check()
+            except StoreInvariantError as exc:  # e.g. written on another machine shape: the kubelet refuses too
+                raise self.files.cci_error(f"it does not fit this machine ({exc})") from None
             self._reconcile()
             self.files.save(self.generation, self.pending)
             self.store.check(self.runtime.applied)
@@ -190,8 +193,14 @@ class Node:
         # commit: records in, their admission intents resolved, in one checkpoint write
         ids = {r.container_id for r in done}
         self.pending = [e for e in self.pending if not (e["why"] == "admission" and e["containerID"] in ids)]
-        for rec in done:
-            self.store.add(rec)
+        try:
+            for rec in done:
+                self.store.add(rec)
+        except StoreInvariantError as exc:
+            log.critical("store invariant violated: %s", exc)
+            if self.on_fatal is not None:
+                self.on_fatal(exc)
+            raise
         self._save()
         return done
 

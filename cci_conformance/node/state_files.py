@@ -130,7 +130,7 @@ class StateFiles:
                 out.records = [Record.from_json(r) for r in data["containers"]]
                 cpu_meta = dict(data["cpuManagerState"])
             except (KeyError, TypeError, ValueError) as exc:
-                raise self._cci_error(f"unusable content ({exc})") from None
+                raise self.cci_error(f"unusable content ({exc})") from None
         if self.cpu_path.exists():
             raw = self.cpu_path.read_bytes()
             try:
@@ -153,7 +153,7 @@ class StateFiles:
             self._cpu_checksum = checksum
         return out
 
-    def _cci_error(self, problem: str) -> CheckpointError:
+    def cci_error(self, problem: str) -> CheckpointError:
         return CheckpointError(
             f"could not restore state from checkpoint: {problem}, please drain this node and delete the CCI manager "
             f"checkpoint file {str(self.cci_path)!r} (and {str(self.cpu_path)!r}) before restarting the node")

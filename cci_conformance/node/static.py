@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..cpuset import CPUs
+from ..cpuset import CPUs, format_cpulist
 from ..errors import ConfigError
 from ..topology.model import Topology
 from .cci import Rejection
@@ -36,7 +36,14 @@ class StaticAllocator:
         if error is not None:
             raise Rejection(SMT_ALIGNMENT_ERROR, str(error))
         try:
-            return self.policy.allocate_cpus(CPUManagerState("static", shared_pool), num, available)
+            cpus = self.policy.allocate_cpus(CPUManagerState("static", shared_pool), num, available)
         except AllocationError as exc:
             # the kubelet's admit handler wraps unexpected allocation errors this way (topologymanager admit)
             raise Rejection(UNEXPECTED_ADMISSION_ERROR, f"Allocate failed due to {exc}, which is unexpected") from None
+        if not cpus <= available or len(cpus) != num:
+            # never let a selection bug reach the store: refuse the pod, loudly, instead of double-granting
+            raise Rejection(UNEXPECTED_ADMISSION_ERROR,
+                            f"Allocate failed due to a static-policy selection of {format_cpulist(cpus)!r} for {num} "
+                            f"CPUs outside the available {format_cpulist(available)!r} (a harness bug), which is "
+                            "unexpected")
+        return cpus

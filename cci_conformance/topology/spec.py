@@ -102,6 +102,9 @@ def parse_spec(data, file: str = "<spec>", default_name: str = "") -> Topology:
             deeper = [e for e in best.context if e.validator not in ("type", "oneOf")]
             best = _best_error(deeper) if deeper else best
         where, problem, fix = _explain(best)
+        key = best.absolute_path[-1] if best.absolute_path else ""
+        if best.validator in ("enum", "type") and key in _ONEOF_FIXES:  # one branch of a oneOf: name them all
+            fix = _ONEOF_FIXES[key]
         raise ConfigError(problem, file=file, field=where, fix=fix)
     if default_name and "name" not in data:
         data = {**data, "name": default_name}

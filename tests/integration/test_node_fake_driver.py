@@ -6,6 +6,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+import grpc
 import pytest
 
 from cci_conformance.backends.base import SessionConfig
@@ -15,6 +16,8 @@ from cci_conformance.node.api import ClaimRef, ContainerSpec, PodSpec
 from cci_conformance.node.fakedriver import FakeDriver, noop_admit
 from cci_conformance.node.verify import check_snapshot
 from cci_conformance.protocol.protos import cci_v1alpha1_pb2 as pb
+from cci_conformance.protocol.protos import podresources_v1_pb2 as pr
+from cci_conformance.protocol.protos import podresources_v1_pb2_grpc as pr_grpc
 from cci_conformance.topology.model import CPU, NumaNode, Topology
 from cci_conformance.waiting import wait_for
 
@@ -73,6 +76,13 @@ def test_no_driver_then_registration_and_reasons(node):
     adds = d.of("add")
     assert adds[-1].container_id == r.containers[0].container_id and adds[-1].cgroup.endswith("/poda/c")
     assert Path(adds[-1].cgroup, "cpuset.cpus").read_text().strip() == "1-2"
+    with grpc.insecure_channel(f"unix:{node.kubelet / 'pod-resources' / 'kubelet.sock'}") as ch:
+        got = pr_grpc.PodResourcesListerStub(ch).Get(pr.GetPodResourcesRequest(pod_name="p-a", pod_namespace="ns"),
+                                                     timeout=5)
+        assert list(got.pod_resources.containers[0].cpu_ids) == [1, 2]
+        with pytest.raises(grpc.RpcError, match="pod nope in namespace ns not found"):
+            pr_grpc.PodResourcesListerStub(ch).Get(pr.GetPodResourcesRequest(pod_name="nope", pod_namespace="ns"),
+                                                   timeout=5)
     d.admit = lambda req: pb.AdmitResponse(err="no room for you")
     r = node.create_pod(pod("b"))
     assert (r.reason, r.message) == ("CCIAdmitError", "no room for you")
@@ -142,3 +152,19 @@ def _ignore(fn):
         fn()
     except Exception:
         pass
+
+
+def test_corrupt_checkpoint_stops_the_node_with_the_fix(node):
+    from cci_conformance.backends.embedded import NodeProcessError
+
+    node.stop_node(hard=True)
+    state = node.kubelet / "cpu_manager_state"
+    state.write_bytes(state.read_bytes().replace(b'"defaultCpuSet":"', b'"defaultCpuSet":"99,'))
+    with pytest.raises(NodeProcessError) as info:
+        node.start_node()
+    text = str(info.value)
+    assert "exited with code 1" in text and "please drain this node and delete the CPU manager checkpoint file" in text
+    state.unlink()
+    (node.kubelet / "cci_manager_state").unlink()
+    node.start_node()  # after deleting both, as the message says, the node starts clean
+    assert node.snapshot().exclusive == {}

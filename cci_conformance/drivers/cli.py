@@ -1,0 +1,56 @@
+"""``cci-conformance driver``: check a driver manifest, list capabilities, or start a driver on a library machine."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+
+from ..protocol.capabilities import KNOWN_CAPABILITIES
+from .manifest import load_manifest
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("driver", help="driver manifests and driver processes")
+    sub = parser.add_subparsers(dest="driver_command", metavar="ACTION")
+
+    check = sub.add_parser("check", help="validate a driver manifest (a folder or its driver.yaml)")
+    check.add_argument("path")
+    check.set_defaults(handler=_check)
+
+    caps = sub.add_parser("capabilities", help="list the capability names a manifest may declare")
+    caps.set_defaults(handler=_capabilities)
+
+    start = sub.add_parser("start", help="start a driver on a rendered library topology until Ctrl-C")
+    start.add_argument("path")
+    start.add_argument("--topology", default="server-2s8c-smt2-intel", help="library topology name")
+    start.set_defaults(handler=_start)
+    parser.set_defaults(handler=lambda args: parser.print_help() or 2)
+
+
+def _check(args: argparse.Namespace) -> int:
+    m = load_manifest(args.path)
+    print(f"{m.path}: ok: driver {m.name!r}, protocol {m.protocol}, capabilities: "
+          f"{', '.join(sorted(m.capabilities)) or '(none)'}")
+    return 0
+
+
+def _capabilities(args: argparse.Namespace) -> int:
+    width = max(map(len, KNOWN_CAPABILITIES))
+    for name, meaning in KNOWN_CAPABILITIES.items():
+        print(f"{name:<{width}}  {meaning}")
+    return 0
+
+
+def _start(args: argparse.Namespace) -> int:
+    from ..topology import library
+    from .client import LocalDriver
+
+    m = load_manifest(args.path)
+    with LocalDriver(m, library.load(args.topology)) as driver:
+        print(f"driver {m.name} registered; CCI socket {driver.client.socket_path}; "
+              f"log {driver.process.log_path}; Ctrl-C stops it")
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+    return 0

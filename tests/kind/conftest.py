@@ -1,0 +1,72 @@
+"""Fixtures of the kind e2e: the offline node image and one cluster with two faked workers, always deleted."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+from kind_plans import INTEL, INTEL_PROFILE, SNC4, SNC4_PROFILE
+
+from cci_conformance.kind import cluster as kind_cluster_mod
+from cci_conformance.kind import hostguard, nodeimage, toolchain
+from cci_conformance.kind.cluster_config import ClusterPlan, NodePlan
+from cci_conformance.node.profile import parse_config
+from cci_conformance.topology import library
+
+
+def pytest_collection_modifyitems(config, items):
+    # Building the image and booting a cluster takes minutes: run only when asked for (-m kind, tox -e kind).
+    if "kind" in (config.option.markexpr or ""):
+        return
+    skip = pytest.mark.skip(reason="kind e2e runs only when selected with -m kind (tox -e kind)")
+    for item in items:
+        if item.get_closest_marker("kind"):
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def node_image():
+    problem = toolchain.docker_problem()
+    if problem:
+        pytest.skip(f"kind e2e: {problem}")
+    if not nodeimage.image_exists(nodeimage.default_image()):
+        problem = toolchain.build_problem()
+        if problem:
+            pytest.skip(f"kind e2e: no node image and {problem}")
+    return nodeimage.build_node_image()
+
+
+@pytest.fixture(scope="session")
+def cluster(node_image, tmp_path_factory):
+    plan = ClusterPlan(f"cci-e2e-{os.getpid()}", node_image.image, [
+        NodePlan("control-plane"),
+        NodePlan("worker", library.load(INTEL), parse_config(INTEL_PROFILE)),
+        NodePlan("worker", library.load(SNC4), parse_config(SNC4_PROFILE)),
+    ])
+    kind = toolchain.kind_binary()
+    host_before = hostguard.read_sysctls()
+    with kind_cluster_mod.KindCluster(plan, kind=kind, kubectl=toolchain.kubectl_binary(),
+                                      logs_dir=tmp_path_factory.mktemp("kind-logs")) as created:
+        created.create()
+        created.wait_ready()
+        yield created
+    # Teardown checks: nothing of the cluster is left, and the host's kernel settings never changed.
+    assert plan.name not in kind_cluster_mod.list_clusters(kind)
+    leftovers = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=io.x-k8s.kind.cluster={plan.name}"],
+                               capture_output=True, text=True, check=True).stdout.split()
+    assert leftovers == [], f"node containers left behind: {leftovers}"
+    networks = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"name={plan.name}"],
+                              capture_output=True, text=True, check=True).stdout.split()
+    assert networks == [], f"docker networks left behind: {networks}"
+    assert hostguard.read_sysctls() == host_before
+
+
+@pytest.fixture(scope="session")
+def intel_worker(cluster):
+    return cluster.node_names()[1]
+
+
+@pytest.fixture(scope="session")
+def snc4_worker(cluster):
+    return cluster.node_names()[2]
