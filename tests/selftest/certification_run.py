@@ -1,0 +1,51 @@
+"""Run the conformance suites in a subprocess (as a vendor would) and read the verdicts from report.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from cci_conformance.paths import PROJECT_ROOT
+
+SUITES = PROJECT_ROOT / "suites"
+RUN_TIMEOUT_S = 900
+
+
+@dataclass(frozen=True)
+class Certification:
+    """The outcome of one run: requirement id -> status, and the reason of every non-pass."""
+
+    statuses: dict[str, str]
+    reasons: dict[str, str]
+    exit_code: int
+    seconds: float
+    output: str
+
+    def with_status(self, *statuses: str) -> set[str]:
+        return {rid for rid, s in self.statuses.items() if s in statuses}
+
+
+def certify(driver: Path, topologies: list[str], modules: list[str] | None = None,
+            extra: list[str] | None = None) -> Certification:
+    """``pytest suites/ --cci-driver DRIVER --cci-topology T...`` with a report dir of its own."""
+    report_dir = Path(tempfile.mkdtemp(prefix="cci-selftest-", dir="/tmp"))
+    targets = [str(SUITES / m) for m in modules] if modules else [str(SUITES)]
+    argv = [sys.executable, "-m", "pytest", *targets, "-q", "-p", "no:cacheprovider", "--cci-driver", str(driver),
+            "--cci-report-dir", str(report_dir), *[a for t in topologies for a in ("--cci-topology", t)],
+            *(extra or [])]
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    try:
+        proc = subprocess.run(argv, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
+        report = json.loads((report_dir / "report.json").read_text())
+    finally:
+        subprocess.run(["rm", "-rf", str(report_dir)], check=False)
+    reqs = report["requirements"]
+    return Certification(statuses={r["id"]: r["status"] for r in reqs},
+                         reasons={r["id"]: r.get("reason", "") for r in reqs if r["status"] != "pass"},
+                         exit_code=proc.returncode, seconds=report["run"].get("duration_s", 0.0),
+                         output=proc.stdout[-4000:] + proc.stderr[-2000:])

@@ -1,0 +1,29 @@
+"""The reference driver passes every requirement of the catalog on every library topology."""
+
+from __future__ import annotations
+
+import pytest
+from certification_run import certify
+
+from cci_conformance.paths import REFERENCE_DRIVER_DIR
+from cci_conformance.topology import library
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+# Topologies per run: a run pays one node start per topology and module group, so a few per run keeps
+# the total down while a failure still names its machine in the reasons.
+GROUP_SIZE = 4
+
+
+def topology_groups() -> list[list[str]]:
+    names = library.names()
+    return [names[i:i + GROUP_SIZE] for i in range(0, len(names), GROUP_SIZE)]
+
+
+@pytest.mark.parametrize("topologies", topology_groups(), ids=lambda g: "+".join(g))
+def test_reference_driver_passes_every_requirement(topologies):
+    result = certify(REFERENCE_DRIVER_DIR, topologies)
+    not_passed = {rid: f"{status}: {result.reasons.get(rid, '')}" for rid, status in result.statuses.items()
+                  if status != "pass"}
+    assert not not_passed, f"on {topologies}:\n" + "\n".join(f"{k} {v}" for k, v in sorted(not_passed.items()))
+    assert result.exit_code == 0, result.output
