@@ -345,10 +345,6 @@ def test_replies_are_wellformed_cpulists_of_online_cpus(node, pods, topology, dr
     shapes = [exclusive(n) for n in sorted({1, 2, 3, 4, 6, 8, room // 2}) if n < room] + [shared(room)]
     if driver_manifest.has("core-ranges"):
         shapes.append(params(group("2-6", "EXCLUSIVE")))
-    if driver_manifest.has("groups"):
-        shapes.append(params(group(2, "EXCLUSIVE"), group(3, "SHARED")))
-    if driver_manifest.has("core-siblings") and topology.threads_per_core > 1:
-        shapes.append(exclusive(3, "CORE-SIBLING-DENIED"))
     for parameters in shapes:
         result, problems = grant(parameters)
         assert not problems, problems

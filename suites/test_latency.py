@@ -33,9 +33,11 @@ class Measurement:
 
 
 def mixed_claims(topology):
-    """The fill mix: exclusive claims of 1-4 CPUs (some NUMA-bound, some denying siblings) between shared ones."""
+    """The fill mix: exclusive claims of 1-4 CPUs (some denying siblings) between shared ones.
+
+    Attribute semantics are the claims suite's business; the mix only has to be realistic in size and shape."""
     denied = ["CORE-SIBLING-DENIED"] if topology.threads_per_core > 1 else []
-    mix = [exclusive(2), shared(2), exclusive(1), exclusive(4, mem="NUMA-MEM-AFFINITY-BIND-PREFERRED"),
+    mix = [exclusive(2), shared(2), exclusive(1), exclusive(4),
            params(group(2, "EXCLUSIVE", *denied)), exclusive(3), shared(1)]
     return itertools.cycle(mix)
 

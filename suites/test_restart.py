@@ -79,11 +79,12 @@ def test_node_restart_keeps_every_cpuset(node, pods, topology, node_profile):
 def test_driver_restart_keeps_its_admissions(node, pods):
     """After a driver restart (kill -9) a retried CCIAdmit of an earlier admission MUST return the same CPUs."""
     parameters = exclusive(3)
-    first = pods.create(claim_pod(parameters))
-    assert first.admitted
+    first, second = pods.create(claim_pod(exclusive(3))), pods.create(claim_pod(parameters))
+    assert first.admitted and second.admitted
     node.restart_driver(hard=True)
-    retry = readmit(node, first, parameters)
-    before = fmt(first.containers[0].cpus)
+    pods.delete(first.containers[0].pod_uid)  # frees other CPUs: a driver that forgot would pick those
+    retry = readmit(node, second, parameters)
+    before = fmt(second.containers[0].cpus)
     assert not retry.err and retry.rSet.cpuset == before, \
         f"after the restart the driver answered {retry.rSet.cpuset or retry.err!r}, before {before}"
 
@@ -98,15 +99,18 @@ def test_driver_restart_never_grants_live_cpus_again(node, pods, topology):
     snap = node.snapshot()
     held = frozenset().union(*snap.exclusive.values())
     node.restart_driver(hard=True)
-    client = driver_client(node)
     stale_view = snap.online - snap.reserved  # a node view that forgot the live grants (docs/spec.md S1.4)
+    count = len(stale_view - held) + 1  # only a driver that forgot its grants can meet it
+    client = driver_client(node)
     try:
-        reply = client.admit(pod="stale-view-pod", container="c0", claim_uid="claim-stale-view", claim=exclusive(2),
-                             available=stale_view)
-        granted = frozenset(int(c) for c in _cpus(reply.rSet.cpuset)) if not reply.err else frozenset()
-        client.remove(claim_uid="claim-stale-view", container_id="")
+        reply = client.admit(pod="stale-view-pod", container="c0", claim_uid="claim-stale-view",
+                             claim=exclusive(count), available=stale_view)
+        if not reply.err:  # undo by container id (the empty-id path is another requirement's business)
+            client.add(pod="stale-view-pod", container="c0", container_id="5" * 64)
+            client.remove(claim_uid="claim-stale-view", container_id="5" * 64)
     finally:
         client.close()
+    granted = _cpus(reply.rSet.cpuset) if not reply.err else frozenset()
     assert not granted & held, f"the restarted driver granted {fmt(granted & held)}, held by live admissions"
 
 
@@ -168,22 +172,24 @@ def snap_pending(node) -> list:
 
 @pytest.mark.requirement("RESTART-005")
 def test_node_killed_during_admission_leaves_nothing_half_granted(node, pods):
-    """A node killed while the driver answers CCIAdmit MUST come back with the pod wholly admitted or wholly absent."""
+    """A node and driver killed while CCIAdmit is in flight MUST come back with the pod absent and no CPU lost."""
     if not all(hasattr(node, h) for h in ("pause_driver", "resume_driver", "stop_node", "start_node")):
         not_applicable("this backend cannot hold the driver mid-answer")
     room = len(available_now(node.snapshot()))
     pod = claim_pod(exclusive(2))
-    node.pause_driver()
+    node.pause_driver()  # the driver has the request but has not answered (kill -9 of a stopped process works)
     outcome: list = []
     worker = threading.Thread(target=lambda: outcome.append(_try(node.create_pod, pod)), daemon=True)
     try:
         worker.start()
         wait_for(lambda: admission_intent(node), 10.0, interval=0.01, what="the node to record its admission intent")
         node.stop_node(hard=True)
+        node.stop_driver(hard=True)
     finally:
         node.resume_driver()
     worker.join(15)
     node.start_node()
+    node.start_driver()  # its registration is when the node rolls the interrupted claim back
     wait_for(lambda: not snap_pending(node), 10.0, what="the node to roll back the interrupted admission")
     snap = node.snapshot()
     mine = [c for c in snap.containers if c.pod_uid == pod.uid]

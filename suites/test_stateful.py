@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 from claimkit import available_now, claim_pod, fmt, group, node_problems, params, standard_pod, static_pod, violations
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
@@ -74,6 +74,7 @@ class NodeMachine(RuleBasedStateMachine):
     """The model: which pods live and what each holds; the node must agree on every public surface."""
 
     session = topology = caps = strict = None
+    broken: list[str] = []
     static_ok = False
 
     def __init__(self):
@@ -88,15 +89,15 @@ class NodeMachine(RuleBasedStateMachine):
         before = self.session.snapshot()
         result = self.session.create_pod(claim_pod(parameters))
         if not result.admitted:
-            assert result.reason == "CCIAdmitError", f"{parameters}: {result.reason}: {result.message}"
+            self.check(result.reason == "CCIAdmitError", f"{parameters}: {result.reason}: {result.message}")
             claim = parse_claim(parameters, self.topology, self.caps)
             if len(claim.groups) == 1:
-                assert not group_is_satisfiable(self.topology, available_now(before), claim.groups[0]), \
-                    f"refused a satisfiable claim {parameters} with {fmt(available_now(before))} free: {result.message}"
+                self.check(not group_is_satisfiable(self.topology, available_now(before), claim.groups[0]),
+                           f"refused satisfiable {parameters} ({fmt(available_now(before))} free): {result.message}")
             return
         after = self.session.snapshot()
         problems = violations(parameters, self.topology, self.caps, available_now(before), result, after)
-        assert not problems, [str(p) for p in problems]
+        self.check(not problems, lambda: f"{parameters}: {[str(p) for p in problems]}")
         a = result.containers[0]
         key = f"{a.pod_uid}/{a.container}"
         held = after.exclusive.get(key, frozenset())
@@ -115,7 +116,7 @@ class NodeMachine(RuleBasedStateMachine):
     @rule()
     def admit_standard_pod(self):
         result = self.session.create_pod(standard_pod())
-        assert result.admitted, f"{result.reason}: {result.message}"
+        self.check(result.admitted, f"standard pod refused: {result.reason}: {result.message}")
         self.live[result.containers[0].pod_uid] = Live("standard", None)
 
     @precondition(lambda self: self.live)
@@ -140,11 +141,12 @@ class NodeMachine(RuleBasedStateMachine):
     # ---- invariants ----
     @invariant()
     def node_matches_the_model(self):
-        assert not node_problems(self.session, self.strict), node_problems(self.session, self.strict)
+        problems = node_problems(self.session, self.strict)
+        self.check(not problems, problems)
         snap = self.session.snapshot()
-        assert {c.pod_uid for c in snap.containers} == set(self.live)
+        self.check({c.pod_uid for c in snap.containers} == set(self.live), "the node's pods differ from the model's")
         for uid, live in self.live.items():
-            assert snap.exclusive.get(f"{uid}/c0", frozenset()) == live.held, f"{uid} holds other CPUs than granted"
+            self.check(snap.exclusive.get(f"{uid}/c0", frozenset()) == live.held, f"{uid} holds other CPUs than it got")
 
     @invariant()
     def every_live_grant_keeps_its_hard_rules(self):
@@ -159,7 +161,13 @@ class NodeMachine(RuleBasedStateMachine):
             problems = check_admission(claim, self.topology, own, replies, held_by_others=others)
             # a later exclusive grant may take CPUs a SHARED group runs on (S1.4, S3.3): only held CPUs are private
             problems = [p for p in problems if not (p.rule == "S2.9" and not claim.groups[p.group].exclusive)]
-            assert not problems, [str(p) for p in problems]
+            self.check(not problems, f"live grant {uid}: {[str(p) for p in problems]}")
+
+    def check(self, condition, message) -> None:
+        """Assert, remembering the first broken invariant: a replay of a failing run on a live node may diverge."""
+        if not condition:
+            type(self).broken.append(str(message() if callable(message) else message))
+            raise AssertionError(type(self).broken[-1])
 
     def teardown(self):
         for uid in sorted(self.live, reverse=True):
@@ -174,7 +182,12 @@ def test_invariants_hold_under_random_interleavings(node, topology, driver_manif
     machine = type("Machine", (NodeMachine,), {
         "session": session, "topology": topology, "caps": set(driver_manifest.capabilities),
         "strict": options.get("strict-cpu-reservation") == "true",
-        "static_ok": node_profile.get("cpuManagerPolicy") == "static"})
-    run_state_machine_as_test(machine, settings=settings(
-        max_examples=MAX_EXAMPLES, stateful_step_count=STEPS, deadline=None, derandomize=True, database=None,
-        suppress_health_check=list(HealthCheck), print_blob=False))
+        "static_ok": node_profile.get("cpuManagerPolicy") == "static", "broken": []})
+    try:
+        run_state_machine_as_test(machine, settings=settings(
+            max_examples=MAX_EXAMPLES, stateful_step_count=STEPS, deadline=None, derandomize=True, database=None,
+            suppress_health_check=list(HealthCheck), print_blob=False, phases=(Phase.explicit, Phase.generate)))
+    except Exception:
+        if machine.broken:  # the first broken invariant, not hypothesis's report of a replay that diverged
+            pytest.fail(machine.broken[0], pytrace=False)
+        raise

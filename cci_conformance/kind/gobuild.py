@@ -52,14 +52,25 @@ def go_version() -> str:
 _LOCAL_REPLACE = re.compile(r"^\s*(?:replace\s+)?(\S+)(?:\s+v\S+)?\s+=>\s+(\.\.?/\S*)\s*$")
 
 
+_REQUIRE = re.compile(r"^\s*(?:require\s+)?(\S+)\s+v\S+(?:\s*//.*)?$")
+
+
 def local_replaces(upstream_gomod: str) -> list[str]:
-    """Module paths that the upstream go.mod replaces with directories of its own repository."""
-    found = []
+    """Required module paths that the upstream go.mod replaces with directories of its own repository.
+
+    Replaces of modules the upstream does not require (etcd's guards against forbidden imports) are left out.
+    """
+    required, found = set(), []
     for line in upstream_gomod.splitlines():
-        match = _LOCAL_REPLACE.match(line)
-        if match:
-            found.append(match.group(1))
-    return found
+        if "=>" in line:
+            match = _LOCAL_REPLACE.match(line)
+            if match:
+                found.append(match.group(1))
+        else:
+            match = _REQUIRE.match(line)
+            if match:
+                required.add(match.group(1))
+    return [path for path in found if path in required]
 
 
 def _upstream_gomod(component: GoComponent, workdir: Path, log: Path) -> str:
@@ -72,6 +83,8 @@ def _upstream_gomod(component: GoComponent, workdir: Path, log: Path) -> str:
 
 def write_wrapper_module(component: GoComponent, workdir: Path, log: Path) -> None:
     """A throw-away main module that requires the component and maps its local replaces to published ones."""
+    for stale in ("go.mod", "go.sum"):  # left by an interrupted earlier attempt
+        (workdir / stale).unlink(missing_ok=True)
     upstream = _upstream_gomod(component, workdir, log)
     pinned = component.local_replace_version or component.version
     lines = [f"module cci-conformance.invalid/build/{component.name}", "", "go 1.24", ""]

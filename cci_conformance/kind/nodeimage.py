@@ -45,7 +45,7 @@ def _base_image(tarball: Path, key: str) -> str:
     return reference
 
 
-def _import_store(archives: list[Path], store: Path, log: Path) -> None:
+def _import_store(archives: list[Path], store: Path, log: Path) -> list[str]:
     """Import the image archives into a containerd content store (namespace k8s.io), as the node will use it."""
     binaries = gobuild.build(components.CONTAINERD)
     state = Path(tempfile.mkdtemp(prefix="cci-ctrd-", dir="/tmp"))
@@ -67,13 +67,10 @@ def _import_store(archives: list[Path], store: Path, log: Path) -> None:
         wait_for(socket.exists, timeout=30, interval=0.1, what="build-time containerd socket")
         ctr = [binaries / "ctr", "--address", str(socket), "--namespace", "k8s.io"]
         for archive in archives:
-            out = run([*ctr, "images", "import", "--snapshotter", "overlayfs", archive], timeout=600, log=log)
-            for line in out.splitlines():
-                # "unpacking <name> (sha256:...)...done" names the image just imported.
-                if line.startswith("unpacking "):
-                    name = line.split()[1]
-                    # Pinned images are never garbage-collected by the kubelet (kind pins its images too).
-                    run([*ctr, "images", "label", name, "io.cri-containerd.pinned=pinned"], timeout=60, log=log)
+            # Pinned images are never garbage-collected by the kubelet (kind pins its images the same way).
+            run([*ctr, "images", "import", "--snapshotter", "overlayfs", "--label", "io.cri-containerd.pinned=pinned",
+                 archive], timeout=600, log=log)
+        listed = run([*ctr, "images", "list", "--quiet"], timeout=60, log=log).split()
     finally:
         daemon.terminate()
         try:
@@ -82,6 +79,9 @@ def _import_store(archives: list[Path], store: Path, log: Path) -> None:
             daemon.kill()
             daemon.wait()
         shutil.rmtree(state, ignore_errors=True)
+    # Every node must make its own containerd instance id at first start.
+    (store / "io.containerd.grpc.v1.introspection" / "uuid").unlink(missing_ok=True)
+    return listed
 
 
 def _link(source: Path, target: Path, mode: int = 0o755) -> None:
@@ -161,7 +161,10 @@ def build_node_image(tag: str | None = None) -> BuildResult:
         store = work / "store"
         if store.exists():
             shutil.rmtree(store)
-        _import_store(archives, store, log)
+        imported = _import_store(archives, store, log)
+        missing = sorted(set(references) - set(imported))
+        if missing:
+            raise CommandFailed(f"images missing from the node's containerd after import: {missing} (log: {log})")
         store_step.finish(images=references)
 
     assets = sorted((p.name, p.read_bytes().hex()) for p in ASSETS.iterdir() if p.is_file())

@@ -13,6 +13,7 @@ from ..cpuset import CPUListError, CPUs, format_cpulist, parse_cpulist
 from ..protocol.claims import ClaimError, ClaimRequest, parse_claim
 from ..protocol.protos import cci_v1alpha1_pb2 as pb
 from ..topology.model import Topology
+from .store import cpulist
 from .watcher import DriverConn
 
 # Rejection reasons (AdmissionResult.reason; docs/spec.md S3.4)
@@ -113,9 +114,12 @@ def parse_parameters(parameters: dict, topology: Topology) -> ClaimRequest | Non
         return None
 
 
+_parse = functools.lru_cache(maxsize=1024)(parse_cpulist)  # drivers answer with the same few cpulists
+
+
 def _cpus(text: str, what: str) -> CPUs:
     try:
-        return parse_cpulist(text)
+        return _parse(text)
     except CPUListError as exc:
         raise Rejection(INVALID_REPLY, f"{what} is not a cpulist: {exc}", True) from None
 
@@ -173,5 +177,5 @@ def _denies_siblings(claim: ClaimRequest, index: int, returned: int) -> bool:
 def admit_request(namespace: str, claim_uid: str, claim_name: str, available: CPUs, pod_uid: str,
                   container: str, parameters: dict) -> pb.AdmitRequest:
     return pb.AdmitRequest(namespace=namespace, claim_uid=claim_uid, claim_name=claim_name,
-                           availableCpus=format_cpulist(available), pod=pod_uid, container=container,
+                           availableCpus=cpulist(available), pod=pod_uid, container=container,
                            resource_handle=json.dumps(parameters, sort_keys=True))

@@ -6,9 +6,9 @@ import os
 import shutil
 from pathlib import Path
 
-from ..cpuset import CPUListError, CPUs, format_cpulist, parse_cpulist
+from ..cpuset import CPUListError, CPUs, parse_cpulist
 from .checkpoint import write_atomic
-from .store import Key
+from .store import Key, cpulist
 
 CPUSET_FILE = "cpuset.cpus"
 
@@ -37,7 +37,12 @@ class Runtime:
         return os.path.isdir(self.cgroup_dir(key))
 
     def create(self, key: Key, cpus: CPUs) -> None:
-        os.makedirs(self.cgroup_dir(key), exist_ok=True)
+        pod_dir = f"{self._base}/pod{key[0]}"
+        for d in (pod_dir, f"{pod_dir}/{key[1]}"):
+            try:
+                os.mkdir(d)
+            except FileExistsError:
+                pass
         self._write(key, cpus)
 
     def apply(self, key: Key, cpus: CPUs) -> bool:
@@ -49,7 +54,7 @@ class Runtime:
 
     def _write(self, key: Key, cpus: CPUs) -> None:
         # Atomic (temp + rename) so a reader never sees a half-written cpulist; no fsync: cgroupfs is not durable.
-        write_atomic(f"{self.cgroup_dir(key)}/{CPUSET_FILE}", format_cpulist(cpus).encode() + b"\n", durable=False)
+        write_atomic(f"{self.cgroup_dir(key)}/{CPUSET_FILE}", cpulist(cpus).encode() + b"\n", durable=False)
         self.applied[key] = cpus
 
     def remove(self, key: Key) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,11 +58,17 @@ class StateFiles:
         self.config = config
         self.store = store
         self.static_policy = static_policy
-        self._fragments: dict[tuple[str, str], tuple[Record, str, str]] = {}  # key -> (record, JSON, escaped)
+        self._order: list[tuple[str, str]] = []  # container keys, sorted; _texts/_escaped are their fragments
+        self._texts: list[str] = []
+        self._escaped: list[str] = []
         self._cpu_key: tuple | None = None  # content of the cpu_manager_state on disk
         self._cpu_checksum: int | None = None
         self._cpu_version = -1  # store version the cpu_manager_state content was computed at
         self._containers: tuple[int, bytes, bytes] = (-1, b"", b"")  # store revision, fragments joined, escaped
+        self._meta: tuple[tuple, str] = ((), "")
+        # the constant pieces of Data around the container list, in sorted-key order
+        self._tail_head = '],"cpuManagerState":'
+        self._tail_mid = ',"kind":' + json.dumps(KIND) + ',"mode":' + json.dumps(config.mode) + ',"pending":'
 
     # ---- the cpu_manager_state view of the store (docs/spec.md S3.5) ----
     def cpu_state(self) -> CPUManagerState:
@@ -86,27 +93,16 @@ class StateFiles:
                 cpu_bytes = dumps(state)
                 current = _file_checksum(cpu_bytes)
             self._cpu_version = self.store.version
-        if self._containers[0] != self.store.revision:
-            frags, escaped = [], []
-            for k in sorted(self.store.records):
-                rec = self.store.records[k]
-                cached = self._fragments.get(k)
-                if cached is None or cached[0] is not rec:
-                    text = canonical(rec.to_json())
-                    cached = (rec, text, _escape(text))
-                    self._fragments[k] = cached
-                frags.append(cached[1])
-                escaped.append(cached[2])
-            if len(self._fragments) > len(self.store.records):
-                for k in [k for k in self._fragments if k not in self.store.records]:
-                    del self._fragments[k]
-            self._containers = (self.store.revision, ",".join(frags).encode(), ",".join(escaped).encode())
+        dirty = self.store.take_dirty()
+        if dirty or self._containers[0] < 0:
+            self._update_fragments(dirty if self._containers[0] >= 0 else set(self.store.records))
+            self._containers = (self.store.revision, ",".join(self._texts).encode(), ",".join(self._escaped).encode())
         # sorted-key canonical JSON, assembled from cached per-container fragments (same bytes as canonical())
-        tail = ("]" + ',"cpuManagerState":' + canonical({"current": current, "previous": self._cpu_checksum})
-                + ',"generation":' + str(generation) + ',"kind":' + json.dumps(KIND)
-                + ',"mode":' + json.dumps(self.config.mode) + ',"pending":' + canonical(pending) + "}")
-        # cci_manager_state first: it names the cpu_manager_state it is about to write, so a kill between the
-        # two writes leaves a pair the next start recognises (docs/spec.md S3.5)
+        meta = (current, self._cpu_checksum)
+        if self._meta[0] != meta:
+            self._meta = (meta, canonical({"current": current, "previous": self._cpu_checksum}))
+        tail = (self._tail_head + self._meta[1] + ',"generation":' + str(generation) + self._tail_mid
+                + canonical(pending) + "}")
         tail_b = tail.encode()
         write_atomic(self.cci_path, encode_parts([_HEAD, self._containers[1], tail_b],
                                                  [_HEAD_ESCAPED, self._containers[2], _escape(tail).encode()]))
@@ -114,6 +110,24 @@ class StateFiles:
             write_atomic(self.cpu_path, cpu_bytes)
             self._cpu_key = key
             self._cpu_checksum = current
+
+    def _update_fragments(self, keys: set) -> None:
+        """Keep the per-container JSON fragments in key order, touching only the changed keys."""
+        for k in keys:
+            i = bisect.bisect_left(self._order, k)
+            present = i < len(self._order) and self._order[i] == k
+            rec = self.store.records.get(k)
+            if rec is None:
+                if present:
+                    del self._order[i], self._texts[i], self._escaped[i]
+                continue
+            text = canonical(rec.to_json())
+            if present:
+                self._texts[i], self._escaped[i] = text, _escape(text)
+            else:
+                self._order.insert(i, k)
+                self._texts.insert(i, text)
+                self._escaped.insert(i, _escape(text))
 
     # ---- loading ----
     def load(self) -> Loaded:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 
 from ..cpuset import CPUs, format_cpulist, parse_cpulist
 
 CCI, STATIC, SHARED = "cci", "static", "shared"
 Key = tuple[str, str]  # (pod_uid, container name)
+# The same few sets (the pool, availableCpus, grants) are formatted again and again on the admission path.
+cpulist = functools.lru_cache(maxsize=4096)(format_cpulist)
 _EMPTY: CPUs = frozenset()
 
 
@@ -53,9 +56,9 @@ class Record:
         return {
             "podUID": self.pod_uid, "container": self.container, "namespace": self.namespace,
             "podName": self.pod_name, "containerID": self.container_id, "source": self.source,
-            "exclusive": format_cpulist(self.exclusive), "withheld": format_cpulist(self.withheld),
-            "shared": format_cpulist(self.shared_cpus),
-            "groups": [{"cpuset": format_cpulist(c), "exclusive": e} for c, e in self.groups],
+            "exclusive": cpulist(self.exclusive), "withheld": cpulist(self.withheld),
+            "shared": cpulist(self.shared_cpus),
+            "groups": [{"cpuset": cpulist(c), "exclusive": e} for c, e in self.groups],
             "claimUID": self.claim_uid, "claimName": self.claim_name, "driver": self.driver, "running": self.running,
         }
 
@@ -81,6 +84,8 @@ class Store:
         self._held: CPUs = frozenset()
         self.version = 0  # increments whenever the held set changes (every derived cpuset may change)
         self.revision = 0  # increments on any change of the records
+        self.dirty: set[Key] = set()  # keys changed since a writer last took them (take_dirty)
+        self._pods: dict[str, list[Key]] = {}  # pod uid -> its keys, in admission order
         self._effective: dict[Key, tuple[int, Record, CPUs]] = {}
         self._pool: tuple[int, CPUs] = (-1, frozenset())
 
@@ -132,6 +137,10 @@ class Store:
         return cpus
 
     # ---- changes ----
+    def take_dirty(self) -> set[Key]:
+        dirty, self.dirty = self.dirty, set()
+        return dirty
+
     def add(self, rec: Record) -> None:
         if rec.key in self.records:
             raise StoreInvariantError(f"container {rec.key} is already in the store")
@@ -139,11 +148,19 @@ class Store:
             raise StoreInvariantError(f"container {rec.key} would take held CPUs "
                                       f"{format_cpulist(rec.held & self._held)}")
         self.records[rec.key] = rec
+        self._pods.setdefault(rec.pod_uid, []).append(rec.key)
+        self.dirty.add(rec.key)
         self._set_held(self._held | rec.held)
 
     def remove(self, key: Key) -> Record | None:
         rec = self.records.pop(key, None)
         if rec is not None:
+            keys = self._pods.get(key[0], [])
+            if key in keys:
+                keys.remove(key)
+            if not keys:
+                self._pods.pop(key[0], None)
+            self.dirty.add(key)
             self._effective.pop(key, None)
             self._set_held(self._held - rec.held)
         return rec
@@ -154,12 +171,13 @@ class Store:
         if rec is None:
             return None
         self._set_held(self._held - rec.held)
+        self.dirty.add(key)
         self.records[key] = replace(rec, running=False, exclusive=frozenset(), withheld=frozenset(),
                                     shared_cpus=frozenset(), groups=())
         return rec
 
     def pod_keys(self, pod_uid: str) -> list[Key]:
-        return [k for k in self.records if k[0] == pod_uid]
+        return [k for k in self._pods.get(pod_uid, ()) if k in self.records]
 
     def exclusive_map(self) -> dict[str, CPUs]:
         return {f"{k[0]}/{k[1]}": r.held for k, r in sorted(self.records.items()) if r.held}
@@ -171,19 +189,25 @@ class Store:
         total = 0
         ids = set()
         online, reserved = self.online, self.reserved
+        effective = self.effective
         for key, rec in self.records.items():
             ids.add(rec.container_id)
             held = rec.held
-            if not held:
-                continue
-            if not held <= online:
-                raise StoreInvariantError(f"{key}: holds offline or unknown CPUs {format_cpulist(held - online)}")
-            if not held.isdisjoint(reserved):
-                raise StoreInvariantError(f"{key}: holds reserved CPUs {format_cpulist(held & reserved)}")
-            if not rec.exclusive.isdisjoint(rec.withheld):
-                raise StoreInvariantError(f"{key}: a CPU is both granted and withheld")
-            union |= held
-            total += len(held)
+            if held:
+                if not held <= online:
+                    raise StoreInvariantError(f"{key}: holds offline or unknown CPUs {format_cpulist(held - online)}")
+                if not held.isdisjoint(reserved):
+                    raise StoreInvariantError(f"{key}: holds reserved CPUs {format_cpulist(held & reserved)}")
+                if not rec.exclusive.isdisjoint(rec.withheld):
+                    raise StoreInvariantError(f"{key}: a CPU is both granted and withheld")
+                union |= held
+                total += len(held)
+            if applied is not None:
+                want = effective(rec)
+                got = applied.get(key, _EMPTY)
+                if got is not want and got != want:
+                    raise StoreInvariantError(f"{key}: runtime cpuset {format_cpulist(got)!r} != store "
+                                              f"{format_cpulist(want)!r}")
         if len(ids) != len(self.records):
             raise StoreInvariantError("a container id is used twice")
         if total != len(union):
@@ -194,11 +218,3 @@ class Store:
         rest = reserved if self.strict else frozenset()
         if not pool.isdisjoint(self._held) or (pool | self._held | rest) != online:
             raise StoreInvariantError("shared pool != online − reserved(strict) − held")
-        if applied is not None:
-            effective = self.effective
-            for key, rec in self.records.items():
-                want = effective(rec)
-                got = applied.get(key, _EMPTY)
-                if got is not want and got != want:
-                    raise StoreInvariantError(f"{key}: runtime cpuset {format_cpulist(got)!r} != store "
-                                              f"{format_cpulist(want)!r}")

@@ -293,3 +293,31 @@ def test_failed_to_allocate_when_available_cpus_are_outside_the_topology():
     expected = "^not enough cpus available to satisfy request: requested=3, available=4$"
     with pytest.raises(AllocationError, match=expected):
         take_by_topology_numa_packed(TOPOS["SingleSocketHT"], cpus("0-1,100-101"), 3)
+
+
+def test_free_cores_never_hands_out_a_busy_sibling_on_a_hybrid_part():
+    """On hybrid-8p8e the kubelet's CPUsPerCore is 1; a half-used P-core must not count as free."""
+    from cci_conformance.node.cpumanager import from_model, take_by_topology_numa_packed
+    from cci_conformance.topology import library
+
+    model = library.load("hybrid-8p8e")
+    topo = from_model(model)
+    busy = min(model.cores, key=min)  # a P-core: two threads
+    assert len(busy) == 2
+    taken = sorted(busy)[0]
+    available = model.online_cpus - {taken}
+    for n in range(1, 6):
+        got = take_by_topology_numa_packed(topo, available, n)
+        assert got <= available, f"n={n}: handed out unavailable CPUs {sorted(got - available)}"
+        assert len(got) == n
+
+
+def test_free_cores_is_the_kubelet_test_on_homogeneous_machines():
+    """Where every core has the same thread count, 'own size' and CPUsPerCore agree."""
+    from cci_conformance.node.cpumanager import from_model
+    from cci_conformance.topology import library
+
+    for name in ("server-2s8c-smt2-intel", "smt4-2s", "server-2s-nosmt"):
+        model = library.load(name)
+        topo = from_model(model)
+        assert {len(c) for c in model.cores} == {topo.cpus_per_core}, name

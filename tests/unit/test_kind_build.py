@@ -15,7 +15,14 @@ from cci_conformance.kind.ociimage import ImageSpec, layer_bytes, write_archive
 
 def test_local_replaces_are_found_in_both_go_mod_forms():
     gomod = """module k8s.io/kubernetes
+require (
+	k8s.io/api v0.0.0
+	k8s.io/client-go v0.0.0 // indirect
+	go.etcd.io/etcd/api/v3 v3.6.5
+	github.com/x/y v1.0.0
+)
 replace k8s.io/api => ./staging/src/k8s.io/api
+replace go.etcd.io/etcd => ./FORBIDDEN_DEPENDENCY
 replace (
 \tk8s.io/client-go => ./staging/src/k8s.io/client-go
 \tgo.etcd.io/etcd/api/v3 v3.6.5 => ../api

@@ -51,6 +51,7 @@ def test_design_vector_and_dra_vector():
     text = spew_for_hash("static", "0,2-12,14-23", {"235148fe-393f-47a8-a17d-bd55bc1a836b": {"cgroup1-0": "1,13"}})
     assert checksum("static", "0,2-12,14-23",
                     {"235148fe-393f-47a8-a17d-bd55bc1a836b": {"cgroup1-0": "1,13"}}) == 1552716370, text
+    assert checksum("static", "0-1", {}) == 1636926438  # a real kubelet file, also quoted in talos PR #7557
     # the same CRC-32/IEEE as dra_manager_state (kubelet-and-sysfs.md §3 vector), independently computed
     dra = b'{"kind":"DRACheckpoint","apiVersion":"checkpoint.dra.kubelet.k8s.io/v1","ClaimInfoStateList":[]}'
     assert crc32_ieee(dra) == 2361995144
@@ -109,7 +110,8 @@ def test_alpha_writes_policy_none(root):
     store.add(rec("b", CCI, "4"))
     StateFiles(root, cfg, store).save(1, [])
     raw = (root / "cpu_manager_state").read_bytes()
-    assert raw == b'{"policyName":"none","defaultCpuSet":"","checksum":%d}' % checksum("none", "", {})
+    # byte for byte the file a real kubelet with policy none writes (quoted in siderolabs/talos PR #7557)
+    assert raw == b'{"policyName":"none","defaultCpuSet":"","checksum":1353318690}'
 
 
 def test_corrupt_files_stop_with_what_to_delete(root):

@@ -114,8 +114,13 @@ class _Accumulator:
         return [u for u in self.sorted_uncore_caches() if len(self.details.cpus_in_uncore_caches(u)) == len(full(u))]
 
     def free_cores(self) -> list[int]:
-        per = self.topo.cpus_per_core
-        return [c for c in self.sorted_cores() if len(self.details.cpus_in_cores(c)) == per]
+        # The kubelet's isCoreFree compares with CPUsPerCore() = NumCPUs / NumCores. On parts whose
+        # cores have different thread counts (hybrid P+E, cores with an offline sibling) that integer
+        # division calls a half-used P-core "free", and takeFullCores then claims its busy sibling
+        # too: a double grant. We compare with the core's own size instead, which is the same test on
+        # every homogeneous machine and never hands out an unavailable CPU (docs/cpumanager.md).
+        full = self.topo.details.cpus_in_cores
+        return [c for c in self.sorted_cores() if len(self.details.cpus_in_cores(c)) == len(full(c))]
 
     # ---- the steps ----
     def _take_whole(self, ids: list[int], cpus_of: Callable[..., CPUs]) -> None:

@@ -23,7 +23,7 @@ def admit_response(admission):
     reply = ORIGINAL_REPLY(admission)
     cores = json.loads(admission.resource_handle).get("cores", [])
     if any("-" in str(c) for c in cores):
-        reply.rSet.cpuset = format_cpumask(admission.cpuset)
+        reply.rSet.cpuset = format_cpumask(admission.cpuset, max(admission.cpuset) + 1)
     return reply
 
 
