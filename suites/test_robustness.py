@@ -61,9 +61,10 @@ def test_driver_answers_within_the_deadline_with_many_live_admissions(node_sessi
     """The driver MUST answer every CCI call within the node's RPC deadline, however many admissions are live."""
     session = node_session_factory()  # closed at the end: cheaper than deleting every pod
     deadline = float(node_profile.get("rpcTimeoutSeconds", 5))
+    exclusive_ones = min(8, len(available_now(session.snapshot())) // 2)
     slowest = 0.0
     for i in range(MANY_LIVE):
-        result = session.create_pod(claim_pod(shared(1) if i % 4 else exclusive(1)))
+        result = session.create_pod(claim_pod(exclusive(1) if i < exclusive_ones else shared(1)))
         assert result.admitted, f"admission {i + 1} failed: {result.reason}: {result.message}"
         slowest = max(slowest, result.driver_seconds)
     assert slowest < deadline

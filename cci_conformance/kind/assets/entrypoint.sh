@@ -25,12 +25,20 @@ for pair in vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/pani
     fi
 done
 
-# cgroup v1: give the kubelet's cgroup root a cpuset (children of a v1 cpuset start empty).
+# cgroup v1: kind's kubelet runs with cgroupRoot /kubelet (kubelet.slice with the systemd driver) and
+# refuses to start unless that cgroup exists in every hierarchy; a v1 cpuset child starts empty, so it
+# gets the node's CPUs and memory nodes.
 if [ -f /sys/fs/cgroup/cpuset/cpuset.cpus ]; then
-    for dir in kubelet kubelet.slice; do
-        mkdir -p "/sys/fs/cgroup/cpuset/$dir"
-        cat /sys/fs/cgroup/cpuset/cpuset.cpus > "/sys/fs/cgroup/cpuset/$dir/cpuset.cpus"
-        cat /sys/fs/cgroup/cpuset/cpuset.mems > "/sys/fs/cgroup/cpuset/$dir/cpuset.mems"
+    for hierarchy in /sys/fs/cgroup/*/; do
+        [ -L "${hierarchy%/}" ] && continue
+        [ -f "${hierarchy}cgroup.procs" ] || continue
+        for dir in kubelet kubelet.slice; do
+            mkdir -p "$hierarchy$dir"
+            if [ -f "${hierarchy}cpuset.cpus" ]; then
+                cat "${hierarchy}cpuset.cpus" > "$hierarchy$dir/cpuset.cpus"
+                cat "${hierarchy}cpuset.mems" > "$hierarchy$dir/cpuset.mems"
+            fi
+        done
     done
 fi
 
