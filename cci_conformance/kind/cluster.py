@@ -17,6 +17,8 @@ from .cluster_config import ClusterPlan, write_kind_config
 from .runner import CommandFailed, run, say
 
 CREATE_TIMEOUT_S = 600
+WORKDIR_PREFIX = "cci-kind-"
+CLUSTER_MARKER = "cluster-name"  # in each scratch dir: which cluster its bind-mounted files belong to
 
 
 class HostChanged(RuntimeError):
@@ -35,7 +37,8 @@ class KindCluster:
         self.kind = Path(kind)
         self.kubectl_bin = Path(kubectl)
         self.logs_dir = logs_dir
-        self.workdir = Path(tempfile.mkdtemp(prefix="cci-kind-", dir="/tmp"))
+        self.workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir="/tmp"))
+        (self.workdir / CLUSTER_MARKER).write_text(plan.name)
         self.kubeconfig = self.workdir / "kubeconfig"
         self.network = f"{plan.name}-net"
         self.host_sysctls = hostguard.read_sysctls()
@@ -148,4 +151,9 @@ def delete_clusters(kind: Path, prefix: str = "cci-") -> list[str]:
                 env={"KUBECONFIG": os.devnull})
             subprocess.run(["docker", "network", "rm", f"{name}-net"], capture_output=True, check=False, timeout=60)
             removed.append(name)
+    # Scratch dirs (rendered topologies, kubeconfigs) of clusters that no longer exist.
+    alive = set(list_clusters(kind))
+    for marker in Path("/tmp").glob(f"{WORKDIR_PREFIX}*/{CLUSTER_MARKER}"):
+        if marker.read_text().startswith(prefix) and marker.read_text() not in alive:
+            shutil.rmtree(marker.parent, ignore_errors=True)
     return removed

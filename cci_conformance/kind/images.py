@@ -32,7 +32,7 @@ def iptables_payload(base_image: str, out_dir: Path, log: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     script = (
         "set -e; cd /; bins=/usr/sbin/xtables-nft-multi; ext=/usr/lib/x86_64-linux-gnu/xtables; "
-        "libs=$(for f in $bins $ext/*.so; do ldd $f | awk '/=>/ {print $3} /^\\s*\\/lib/ {print $1}'; done "
+        "libs=$(for f in $bins $ext/*.so; do ldd $f | awk '/=>/ {print $3} /^[ \\t]*\\/lib/ {print $1}'; done "
         "| sort -u); cp -L --parents $bins $libs /out/; cp -rL --parents $ext /out/"
     )
     run(["docker", "run", "--rm", "--entrypoint", "/bin/sh", "-v", f"{out_dir}:/out", base_image, "-c", script],

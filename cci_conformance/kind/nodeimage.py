@@ -122,6 +122,15 @@ def _node_files(files: Path, k8s: Path, ctrd: Path, crictl: Path, recorder: Path
         (files / directory).mkdir(parents=True, exist_ok=True)
 
 
+def _prune(keep: set[str]) -> None:
+    """Remove node and base images of earlier builds (each is over a gigabyte); keep the current ones."""
+    for repository in (DEFAULT_REPOSITORY, BASE_REPOSITORY):
+        out = run(["docker", "images", repository, "--format", "{{.Repository}}:{{.Tag}}"], timeout=60)
+        stale = [ref for ref in out.split() if ref not in keep and not ref.endswith(":<none>")]
+        if stale:
+            subprocess.run(["docker", "rmi", *stale], capture_output=True, check=False, timeout=300)
+
+
 DOCKERFILE = """FROM {base}
 COPY files/ /
 COPY store/ /var/lib/containerd/
@@ -144,8 +153,10 @@ def build_node_image(tag: str | None = None) -> BuildResult:
 
     references = images.image_list(built["kubernetes"] / "kubeadm", versions.KUBERNETES)
     pause_image = next(r for r in references if images.role_of(r) == "pause")
-    component_keys = [str(p) for p in built.values()] + [str(pause), str(recorder)]
-    store_step = Step("containerd-store", references, component_keys, base, 1)
+    component_keys = [str(p) for p in built.values()] + [str(pause)]
+    # The image recipes are code: a change to them must rebuild the images.
+    recipes = [Path(images.__file__).read_text(), Path(ociimage.__file__).read_text()]
+    store_step = Step("containerd-store", references, component_keys, base, recipes)
     if not store_step.done:
         work = store_step.prepare()
         log = work / "build.log"
@@ -184,6 +195,7 @@ def build_node_image(tag: str | None = None) -> BuildResult:
         run(["docker", "build", "-t", keyed, str(context)], timeout=1800, log=context / "build.log",
             env={"DOCKER_BUILDKIT": "0"})
     run(["docker", "tag", keyed, tag], timeout=60)
+    _prune(keep={keyed, tag, base})
     return BuildResult(image=keyed, tagged=tag, seconds=time.monotonic() - start, reused=reused)
 
 

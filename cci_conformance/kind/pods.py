@@ -55,9 +55,15 @@ def create_and_wait(cluster: KindCluster, pod: PodSpec, node: str, image: str, t
     def settled():
         status = json.loads(cluster.kubectl("get", "pod", pod.name, "-n", NAMESPACE, "-o", "json"))
         phase = status["status"].get("phase", "")
-        if phase == "Failed" or (phase == "Running" and all(
-                s.get("state", {}).get("running") for s in status["status"].get("containerStatuses", []))):
-            return AdmittedPod(pod.name, status["metadata"]["uid"], phase, status["status"].get("reason", ""))
+        containers = status["status"].get("containerStatuses", [])
+        if phase == "Running" and all(s.get("state", {}).get("running") for s in containers):
+            return AdmittedPod(pod.name, status["metadata"]["uid"], phase, "")
+        if phase == "Failed":
+            # Admission rejections carry the reason on the pod (e.g. SMTAlignmentError); start errors on a container.
+            reason = status["status"].get("reason") or next(
+                (f"{t['reason']}: {t.get('message', '')}" for s in containers
+                 if (t := s.get("state", {}).get("terminated"))), "Failed")
+            return AdmittedPod(pod.name, status["metadata"]["uid"], phase, reason)
         return None
 
     return wait_for(settled, timeout=timeout, interval=0.5, what=f"pod {pod.name} running or rejected")

@@ -64,3 +64,25 @@ def test_update_from_stdin_is_rewritten_and_recorded(recorder):
     (record,) = [json.loads(line) for line in (work / "log.jsonl").read_text().splitlines()]
     assert record["op"] == "update" and record["id"] == "cid2" and record["applied"] == str(allowed[0])
     shutil.rmtree(work)
+
+
+def _has_sys_resource() -> bool:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> 24 & 1)
+    return True
+
+
+def test_oom_score_adj_is_raised_only_without_cap_sys_resource(recorder):
+    work = Path(tempfile.mkdtemp(prefix="cci-rec-", dir="/tmp"))
+    own = int(Path("/proc/self/oom_score_adj").read_text())
+    allowed = sorted(parse_cpulist(CPUSET.read_text()))
+    huge = max(allowed) + 100
+    config = {"process": {"oomScoreAdj": own - 1}, "linux": {"resources": {"cpu": {"cpus": str(huge)}}}}
+    (work / "config.json").write_text(json.dumps(config))
+    _run(recorder, work, "create", "--bundle", str(work), "cid3")
+    written = json.loads((work / "config.json").read_text())
+    assert written["process"]["oomScoreAdj"] == (own - 1 if _has_sys_resource() else own)
+    # Both rewrites apply together (a folded cpuset must not skip the clamp).
+    assert written["linux"]["resources"]["cpu"]["cpus"] == str(allowed[huge % len(allowed)])
+    shutil.rmtree(work)

@@ -5,6 +5,7 @@
 // cgroups accept only real ones. So the requested set is logged (one JSON line per create and
 // update, in /var/log/cci-cpusets.jsonl) and, when it is not a subset of the node's own cpuset,
 // folded onto it (CPU c -> the (c mod n)-th allowed CPU). Tests read the log, not cgroups.
+// It also raises an oomScoreAdj the node may not set (see clampOOMScoreAdj).
 package main
 
 import (
@@ -132,6 +133,44 @@ func rewriteCPU(cpu map[string]any) (asked, applied, mems string) {
 	return asked, applied, mems
 }
 
+// clampOOMScoreAdj raises process.oomScoreAdj to our own value when we may not go lower.
+//
+// Lowering oom_score_adj needs CAP_SYS_RESOURCE. Nodes on hosts whose capability bounding set lacks
+// it cannot start any container the kubelet marks critical (static pods get -998): runc's child
+// fails writing /proc/self/oom_score_adj. Without the capability the lowest value allowed is our own.
+func clampOOMScoreAdj(spec map[string]any) bool {
+	process, _ := spec["process"].(map[string]any)
+	want, ok := process["oomScoreAdj"].(float64)
+	if !ok || hasCapability(24) {
+		return false
+	}
+	data, err := os.ReadFile("/proc/self/oom_score_adj")
+	if err != nil {
+		return false
+	}
+	own, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || int(want) >= own {
+		return false
+	}
+	process["oomScoreAdj"] = own
+	return true
+}
+
+// hasCapability reports whether capability number bit is in our effective set.
+func hasCapability(bit uint) bool {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return true
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "CapEff:") {
+			mask, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(line, "CapEff:")), 16, 64)
+			return err != nil || mask>>bit&1 == 1
+		}
+	}
+	return true
+}
+
 func record(entry map[string]any) {
 	entry["time"] = time.Now().UTC().Format(time.RFC3339Nano)
 	line, err := json.Marshal(entry)
@@ -175,6 +214,8 @@ func handleCreate(rest []string) {
 	resources, _ := linux["resources"].(map[string]any)
 	cpu, _ := resources["cpu"].(map[string]any)
 	asked, applied, mems := rewriteCPU(cpu)
+	clamped := clampOOMScoreAdj(spec)
+	changed := clamped || asked != applied
 	annotations, _ := spec["annotations"].(map[string]any)
 	entry := map[string]any{"op": "create", "id": rest[len(rest)-1], "cpus": asked, "applied": applied, "mems": mems}
 	if linux != nil {
@@ -186,7 +227,7 @@ func handleCreate(rest []string) {
 			entry[k[strings.LastIndex(k, ".")+1:]] = v
 		}
 	}
-	if out, err := json.Marshal(spec); err == nil && asked != applied {
+	if out, err := json.Marshal(spec); err == nil && changed {
 		os.WriteFile(path, out, 0o644)
 	}
 	record(entry)

@@ -42,4 +42,26 @@ if [ -f /sys/fs/cgroup/cpuset/cpuset.cpus ]; then
     done
 fi
 
+# Docker's embedded DNS (127.0.0.11 in /etc/resolv.conf) is reachable only from the node's own network
+# namespace. Pods get the node's resolv.conf (CoreDNS forwards to it), and 127.0.0.11 in a pod is the pod
+# itself: CoreDNS would detect a loop and exit. Point resolv.conf at the node's address instead and
+# forward DNS arriving there (from pods or the node) to the embedded server's real ports.
+if grep -q '^nameserver 127.0.0.11' /etc/resolv.conf 2>/dev/null; then
+    node_ip=$(ip -4 -o addr show scope global | awk '{print $4}' | head -n1)
+    node_ip=${node_ip%/*}
+    rules=$(iptables-save -t nat 2>/dev/null || true)
+    udp=$(echo "$rules" | sed -n 's|.*-d 127.0.0.11/32 -p udp .*--to-destination 127.0.0.11:\([0-9]*\).*|\1|p' | head -n1)
+    tcp=$(echo "$rules" | sed -n 's|.*-d 127.0.0.11/32 -p tcp .*--to-destination 127.0.0.11:\([0-9]*\).*|\1|p' | head -n1)
+    if [ -n "$node_ip" ] && [ -n "$udp" ] && [ -n "$tcp" ]; then
+        echo 1 > /proc/sys/net/ipv4/conf/all/route_localnet
+        for chain in PREROUTING OUTPUT; do
+            iptables -t nat -I "$chain" -d "$node_ip" -p udp --dport 53 -j DNAT --to-destination "127.0.0.11:$udp"
+            iptables -t nat -I "$chain" -d "$node_ip" -p tcp --dport 53 -j DNAT --to-destination "127.0.0.11:$tcp"
+        done
+        # /etc/resolv.conf is a bind mount made by docker: rewrite it in place.
+        sed "s/^nameserver 127.0.0.11/nameserver $node_ip/" /etc/resolv.conf > /run/cci-resolv.conf
+        cat /run/cci-resolv.conf > /etc/resolv.conf
+    fi
+fi
+
 exec "$@"
