@@ -32,7 +32,7 @@ def accounting(node) -> tuple:
 def load(pods, topology, node_profile) -> list:
     denied = ("CORE-SIBLING-DENIED",) if topology.threads_per_core > 1 else ()
     results = [pods.create(claim_pod(exclusive(2))), pods.create(standard_pod()),
-               pods.create(claim_pod(exclusive(1, *denied))), pods.create(claim_pod(shared(2)))]
+               pods.create(claim_pod(exclusive(2, *denied))), pods.create(claim_pod(shared(2)))]
     if node_profile.get("cpuManagerPolicy") == "static":
         results.append(pods.create(static_pod(1)))
     assert all(r.admitted for r in results), [r.message for r in results if not r.admitted]
@@ -94,7 +94,7 @@ def test_driver_restart_keeps_its_admissions(node, pods):
 def test_driver_restart_never_grants_live_cpus_again(node, pods, topology):
     """After a driver restart it MUST NOT grant CPUs of live admissions again, even if availableCpus offers them."""
     denied = ("CORE-SIBLING-DENIED",) if topology.threads_per_core > 1 else ()
-    live = [pods.create(claim_pod(p)) for p in (exclusive(2), exclusive(1, *denied))]
+    live = [pods.create(claim_pod(p)) for p in (exclusive(2), exclusive(2, *denied))]
     assert all(r.admitted for r in live)
     snap = node.snapshot()
     held = frozenset().union(*snap.exclusive.values())

@@ -120,6 +120,13 @@ class KindCluster:
     def node_names(self) -> list[str]:
         return self.plan.node_names()
 
+    def load_image(self, image: str, nodes: list[str] | None = None) -> None:
+        """Copy a local docker image into the nodes' containerd (pods must use imagePullPolicy Never)."""
+        argv = [self.kind, "load", "docker-image", image, "--name", self.plan.name]
+        if nodes:
+            argv += ["--nodes", ",".join(nodes)]
+        run(argv, timeout=600, env=self._env())
+
     def export_logs(self) -> Path | None:
         """``kind export logs`` into logs_dir (or the scratch dir); never raises."""
         target = self.logs_dir or (self.workdir / "logs")

@@ -1,8 +1,14 @@
-"""Differential check: one pod sequence on a real kubelet and on our static CPU manager, state files compared."""
+"""Differential check: one pod sequence on a real kubelet and on our static CPU manager, state files compared.
+
+The same steps drive the library (``run_on_model``) and the embedded node process (``run_on_embedded``).
+"""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..node.api import ContainerSpec, PodSpec
 from ..node.cpumanager import CPUManagerState, SMTAlignmentError, StaticPolicy, dumps, from_model
@@ -93,15 +99,38 @@ def run_on_model(topology: Topology, profile: NodeConfig, steps: list[Step], uid
     return seen
 
 
-def first_difference(steps: list[Step], real: Observation, model: Observation) -> str | None:
+def run_on_embedded(topology: Topology, profile: dict, steps: list[Step], uids: dict[str, str]) -> Observation:
+    """Apply the same steps to the embedded node process (no driver) and read the state file it wrote."""
+    from ..backends.base import SessionConfig
+    from ..backends.embedded import EmbeddedBackend
+
+    workdir = Path(tempfile.mkdtemp(prefix="cci-", dir="/tmp"))  # short: unix sockets live here
+    session = EmbeddedBackend().open(SessionConfig(topology, profile, None, workdir))
+    seen = Observation()
+    try:
+        for step in steps:
+            uid = uids.get(step.name, "")
+            if step.is_delete:
+                session.delete_pod(uid)
+            else:
+                result = session.create_pod(step.pod(uid))
+                seen.outcomes[step.name] = "admitted" if result.admitted else result.reason
+            seen.states.append(session.state_files().get("cpu_manager_state", b""))
+    finally:
+        session.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return seen
+
+
+def first_difference(steps: list[Step], real: Observation, model: Observation, label: str = "ours") -> str | None:
     """A precise report of the first step where the two sides differ, or None when they agree throughout."""
     if real.outcomes != model.outcomes:
         diff = {k: (real.outcomes.get(k), model.outcomes.get(k)) for k in real.outcomes
                 if real.outcomes.get(k) != model.outcomes.get(k)}
-        return f"admission outcomes differ (kubelet, model): {diff}"
+        return f"admission outcomes differ (kubelet, {label}): {diff}"
     for i, (step, mine, theirs) in enumerate(zip(steps, model.states, real.states, strict=True)):
         if mine != theirs:
             action = "delete" if step.is_delete else f"create {step.containers}"
             return (f"after step {i} ({action} {step.name}):\n  kubelet: {theirs.decode()}\n"
-                    f"  model:   {mine.decode()}")
+                    f"  {label}: {mine.decode()}")
     return None

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 from kind_plans import INTEL, INTEL_PROFILE, SNC4, SNC4_PROFILE
 
-from cci_conformance.kind.differential import Step, first_difference, g, run_on_kubelet, run_on_model
+from cci_conformance.kind.differential import (
+    Step,
+    first_difference,
+    g,
+    run_on_embedded,
+    run_on_kubelet,
+    run_on_model,
+)
 from cci_conformance.kind.nodeaccess import NodeAccess
 from cci_conformance.node.profile import parse_config
 from cci_conformance.topology import library
@@ -45,8 +52,11 @@ def test_static_cpu_manager_matches_the_kubelet(cluster, topology, profile, step
     finally:
         for name in created:
             cluster.kubectl("delete", "pod", name, "--ignore-not-found", "--wait=false")
+    # Our static CPU manager as a library, and inside the embedded node process, fed the API server's UIDs.
     model = run_on_model(library.load(topology), parse_config(profile), steps, uids)
-    assert first_difference(steps, real, model) is None, first_difference(steps, real, model)
+    assert first_difference(steps, real, model) is None, first_difference(steps, real, model, "library")
+    embedded = run_on_embedded(library.load(topology), profile, steps, uids)
+    assert first_difference(steps, real, embedded) is None, first_difference(steps, real, embedded, "embedded")
     rejected = [name for name, outcome in real.outcomes.items() if outcome != "admitted"]
     if topology == SNC4:
         assert rejected == ["s-g3", "s-g1"], "full-pcpus-only must reject odd requests"

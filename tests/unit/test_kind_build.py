@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import tarfile
 import tempfile
 from pathlib import Path
@@ -48,6 +49,13 @@ def test_image_roles_follow_kubeadm_names():
 
 def test_oci_archive_is_importable_layout_with_matching_digests():
     work = Path(tempfile.mkdtemp(prefix="cci-test-oci-", dir="/tmp"))
+    try:
+        _check_archive(work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _check_archive(work: Path) -> None:
     binary = work / "prog"
     binary.write_bytes(b"\x7fELF fake")
     binary.chmod(0o755)
