@@ -21,7 +21,7 @@ SUBCOMMAND_MODULES = {
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cci-conformance", description=__doc__)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, module in SUBCOMMAND_MODULES.items():
+    for module in SUBCOMMAND_MODULES.values():
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -20,8 +20,8 @@ def mixed_load(pods, topology, statics_first: bool = False) -> list:
     Sized to about half of the machine's free CPUs, so a laptop-sized machine gets the same shapes."""
     denied = ("CORE-SIBLING-DENIED",) if topology.threads_per_core > 1 else ()
     small = len(available_now(pods.session.snapshot())) < 16
-    claims = [standard_pod(), claim_pod(exclusive(1 if small else 3)), claim_pod(exclusive(2, *denied)),
-              claim_pod(shared(1 if small else 4))]
+    claims = [standard_pod(), claim_pod(shared(1 if small else 4)), claim_pod(exclusive(1 if small else 3)),
+              claim_pod(exclusive(2, *denied))]
     statics = [static_pod(1 if small else 2), static_pod(1)] + ([] if small else [static_pod(3)]) + [standard_pod()]
     # Static pods after the claims here; ACCT-001/003 test claims placed after static pods on purpose.
     results = [pods.create(p) for p in (statics + claims if statics_first else claims + statics)]
@@ -77,7 +77,8 @@ def test_cci_never_grants_cpus_of_static_pods(node, pods, node_profile):
 def test_shared_pool_is_the_online_cpus_minus_every_held_cpu(node, pods, topology, node_profile):
     """The shared pool MUST equal the online CPUs minus every held CPU (minus reserved under strict reservation)."""
     denied = ("CORE-SIBLING-DENIED",) if topology.threads_per_core > 1 else ()
-    for pod in (claim_pod(exclusive(2)), claim_pod(exclusive(2, *denied))):
+    small = len(available_now(node.snapshot())) < 16
+    for pod in (claim_pod(exclusive(1 if small else 2)), claim_pod(exclusive(2, *denied))):
         assert pods.create(pod).admitted
     if node_profile.get("cpuManagerPolicy") == "static":
         assert pods.create(static_pod(2)).admitted

@@ -2,10 +2,34 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
+
+_CACHED_ONLY = contextvars.ContextVar("cached_only", default=False)
+
+
+class NotCached(RuntimeError):
+    """A step would have to build something, but only cached results were allowed."""
+
+
+@contextlib.contextmanager
+def cached_only() -> Iterator[None]:
+    """Within this block every step that is not cached raises NotCached instead of building."""
+    token = _CACHED_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _CACHED_ONLY.reset(token)
+
+
+def ensure_may_build(what: str) -> None:
+    if _CACHED_ONLY.get():
+        raise NotCached(f"{what} is not in the build cache ({cache_root()})")
 
 
 def cache_root() -> Path:
@@ -36,6 +60,7 @@ class Step:
         return self._stamp.is_file()
 
     def prepare(self) -> Path:
+        ensure_may_build(self.name)
         self.dir.mkdir(parents=True, exist_ok=True)
         return self.dir
 

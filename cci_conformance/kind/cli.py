@@ -9,14 +9,22 @@ import re
 from ..errors import ConfigError
 from ..node.profile import load_config
 from ..topology import library
-from . import cluster, nodeimage, toolchain
+from . import cache, cluster, nodeimage, toolchain
 from .cluster_config import ClusterPlan, NodePlan
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
 
 
 def _build(args: argparse.Namespace) -> int:
-    result = nodeimage.build_node_image(args.tag)
+    if args.cached_only:
+        try:
+            with cache.cached_only():
+                result = nodeimage.build_node_image(args.tag)
+        except cache.NotCached as exc:
+            print(json.dumps({"cached": False, "missing": str(exc)}))
+            return 3
+    else:
+        result = nodeimage.build_node_image(args.tag)
     print(json.dumps({"image": result.image, "tag": result.tagged, "seconds": round(result.seconds, 1),
                       "reused": result.reused}))
     return 0
@@ -57,6 +65,8 @@ def add_parser(subparsers) -> None:
     sub = parser.add_subparsers(dest="kind_command", metavar="ACTION")
     build = sub.add_parser("build-node-image", help="build the offline node image (cached by versions)")
     build.add_argument("--tag", default=None, help=f"image tag (default {nodeimage.default_image()})")
+    build.add_argument("--cached-only", action="store_true",
+                       help="build nothing: exit 3 unless the image and every step are already cached (for CI)")
     build.set_defaults(handler=_build)
     create = sub.add_parser("create", help="create a cluster whose worker sees a faked topology and keep it")
     create.add_argument("--name", default="cci-dev")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..waiting import wait_for
 from . import components, gobuild, images, node_files, ociimage, rootfs, versions
-from .cache import Step, key_of
+from .cache import Step, ensure_may_build, key_of
 from .runner import CommandFailed, run, say
 
 ASSETS = Path(__file__).parent / "assets"
@@ -40,6 +40,7 @@ def image_exists(reference: str) -> bool:
 def _base_image(tarball: Path, key: str) -> str:
     reference = f"{BASE_REPOSITORY}:{key}"
     if not image_exists(reference):
+        ensure_may_build(reference)
         say("importing the node rootfs into docker")
         run(["docker", "import", "-c", "ENV container=docker", str(tarball), reference], timeout=600)
     return reference
@@ -179,11 +180,13 @@ def build_node_image(tag: str | None = None) -> BuildResult:
         store_step.finish(images=references)
 
     assets = sorted((p.name, p.read_bytes().hex()) for p in ASSETS.iterdir() if p.is_file())
-    final_key = key_of(store_step.key, assets, node_files.containerd_config(pause_image),
-                       node_files.DEFAULT_CNI_MANIFEST, node_files.DEFAULT_STORAGE_MANIFEST, DOCKERFILE)
+    # This module and node_files decide the file tree and the Dockerfile: their text is part of the key.
+    layout = [Path(__file__).read_text(), Path(node_files.__file__).read_text()]
+    final_key = key_of(store_step.key, assets, pause_image, layout)
     keyed = f"{DEFAULT_REPOSITORY}:{versions.KUBERNETES}-{final_key[:12]}"
     reused = image_exists(keyed)
     if not reused:
+        ensure_may_build(keyed)
         context = store_step.dir
         files = context / "files"
         if files.exists():

@@ -86,3 +86,22 @@ def test_hostguard_reports_and_restores_nothing_when_unchanged():
     assert hostguard.changed(before) == {}
     fake = dict(before, **{"kernel/panic_on_oops": "not-a-value"})
     assert hostguard.changed(fake) == {"kernel/panic_on_oops": ("not-a-value", before["kernel/panic_on_oops"])}
+
+
+def test_cached_only_refuses_to_build_but_reuses(monkeypatch):
+    import pytest
+
+    from cci_conformance.kind import cache
+
+    monkeypatch.setenv("CCI_KIND_CACHE", tempfile.mkdtemp(prefix="cci-test-cache-", dir="/tmp"))
+    try:
+        done = cache.Step("demo", "v1")
+        done.prepare()
+        done.finish()
+        with cache.cached_only():
+            assert cache.Step("demo", "v1").done  # a cached step is reused
+            with pytest.raises(cache.NotCached, match="demo"):
+                cache.Step("demo", "v2").prepare()
+        cache.Step("demo", "v2").prepare()  # outside the block building is allowed again
+    finally:
+        shutil.rmtree(cache.cache_root(), ignore_errors=True)
