@@ -29,7 +29,7 @@ from ..protocol.protos import podresources_v1_pb2 as pr
 from ..protocol.protos import podresources_v1_pb2_grpc as pr_grpc
 from ..topology.model import Topology
 from ..topology.render import render
-from ..waiting import wait_for
+from ..waiting import WaitTimeout, wait_for
 from .base import SessionConfig, register_backend
 
 MAX_SOCKET_PATH = 107
@@ -196,7 +196,23 @@ class EmbeddedSession:
         def done():
             reply = self.client.ping(timeout=1.0)
             return name in reply.drivers and reply.registrations > registrations_above
-        wait_for(done, self.manifest.startup_timeout_s, interval=0.02, what=f"node to register driver {name}")
+        try:
+            wait_for(done, self.manifest.startup_timeout_s, interval=0.02, what=f"node to register driver {name}")
+        except WaitTimeout as exc:
+            reasons = self._refusals(name)
+            if not reasons:
+                raise
+            # The node's plugin watcher refused the registration (DESIGN §2.3): say why, not just "timed out".
+            raise WaitTimeout(f"node refused driver {name}: {'; '.join(reasons)} ({exc})") from None
+
+    def _refusals(self, name: str) -> list[str]:
+        """The node's reasons for refusing ``name``'s registration socket (any refusal if none is its own)."""
+        try:
+            refused = dict(self.client.snapshot().extra.get("refused", {}))
+        except Exception:  # the node may be down: the timeout itself is then the best report
+            return []
+        own = [reason for sock, reason in refused.items() if Path(sock).name == f"{name}-reg.sock"]
+        return own or [f"{reason} (socket {sock})" for sock, reason in refused.items()]
 
     def restart_driver(self, hard: bool = True) -> None:
         self.stop_driver(hard)

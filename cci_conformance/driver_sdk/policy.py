@@ -11,6 +11,13 @@ from ..cpuset import CPUs, format_cpulist, parse_cpulist
 from ..protocol.claims import ClaimRequest, CoreGroup, parse_claim
 from ..topology.model import Topology
 
+SNAPSHOT_KEY = "snapshot"
+
+
+def entry_key(key: tuple[str, str]) -> str:
+    """The state-store key of the admission of (pod, container)."""
+    return json.dumps(list(key), separators=(",", ":"))
+
 
 class PolicyError(Exception):
     """A refusal: its message travels to the kubelet in the reply's ``err`` field."""
@@ -212,6 +219,26 @@ class Policy:
             hit = (a, d, json.dumps(d, sort_keys=True, separators=(",", ":")))
             self._dict_cache[key] = hit
         return hit[1], hit[2]
+
+    def entry_changes(self, token: tuple[dict[tuple[str, str], Admission], CPUs]) -> tuple[dict[str, str], list[str]]:
+        """What changed since ``token`` as state-store entries: (key -> canonical JSON text, deleted keys).
+        One entry per admission, so a change costs one admission's encoding; a subclass that extends
+        :meth:`snapshot` persists its whole snapshot under SNAPSHOT_KEY instead."""
+        if type(self).snapshot is not Policy.snapshot:
+            return ({SNAPSHOT_KEY: self.snapshot_text()}, []) if self.changed_since(token) else ({}, [])
+        before = token[0]
+        put = {entry_key(k): self._cached(k, a)[1] for k, a in self.admissions.items() if before.get(k) is not a}
+        deleted = [k for k in before if k not in self.admissions]
+        for k in deleted:
+            self._dict_cache.pop(k, None)
+        return put, [entry_key(k) for k in deleted]
+
+    def restore_entries(self, entries: dict[str, Any]) -> None:
+        """:meth:`restore` from the state store's entries (see :meth:`entry_changes`)."""
+        if SNAPSHOT_KEY in entries:
+            self.restore(entries[SNAPSHOT_KEY])
+        else:
+            self.restore({"admissions": list(entries.values())})
 
     def checkpoint(self) -> tuple[dict[tuple[str, str], Admission], CPUs]:
         """A cheap token to undo a failed call (admissions are replaced, never changed in place)."""

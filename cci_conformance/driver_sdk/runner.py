@@ -54,7 +54,7 @@ class DriverRuntime:
         data = self.store.load()  # StateError on a corrupt file: the caller refuses to start
         if data is not None:
             try:
-                self.policy.restore(data)
+                self.policy.restore_entries(data)
             except (KeyError, TypeError, ValueError) as exc:
                 raise StateError(f"{self.store.path} does not fit this driver or machine: {exc}") from None
             self.log.info("state_loaded", path=str(self.store.path), admissions=len(self.policy.admissions))

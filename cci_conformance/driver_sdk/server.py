@@ -55,8 +55,9 @@ class CCIServicer(pb_grpc.CCIDriverServicer):
             before = self.policy.checkpoint()
             try:
                 result = fn()
-                if self.policy.changed_since(before):
-                    self.store.save_canonical(self.policy.snapshot_text())  # before the reply: a crash cannot lose it
+                put, deleted = self.policy.entry_changes(before)
+                if put or deleted:
+                    self.store.apply(put, deleted)  # before the reply: a crash cannot lose it
             except (PolicyError, ClaimError) as exc:
                 self.policy.rollback(before)
                 self.log.info(f"{what}_refused", error=str(exc), **fields)

@@ -89,7 +89,7 @@ def test_kill_9_mid_sequence_many_times(driver):
         granted |= got
         driver.restart(hard=True)
     state_files = sorted(os.listdir(driver.root / "driver-state"))
-    assert state_files == ["driver_state.1.json", "driver_state.json"]
+    assert state_files == ["driver_state.journal"]  # three changes: three journal records, no snapshot yet
 
 
 def test_sigterm_removes_both_sockets_and_exits_0(driver):
@@ -103,7 +103,7 @@ def test_sigterm_removes_both_sockets_and_exits_0(driver):
 def test_corrupt_state_refuses_to_start(driver):
     driver.client.admit(pod="p", container="c", claim_uid="u", claim=exclusive(2), available=TOPOLOGY.online_cpus)
     driver.process.kill()
-    state = driver.root / "driver-state" / "driver_state.1.json"  # the first save goes to slot 1
+    state = driver.root / "driver-state" / "driver_state.journal"  # the first change is the journal's first record
     state.write_text(state.read_text().replace('"exclusive":true', '"exclusive":false'))
     driver.process.start()
     with pytest.raises(DriverError, match="exited with code 1 before registering"):
