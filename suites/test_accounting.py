@@ -31,10 +31,12 @@ def mixed_load(pods, topology, statics_first: bool = False) -> list:
 
 
 @pytest.mark.requirement("ACCT-001")
-def test_static_and_cci_grants_never_overlap(node, pods, topology, node_profile):
+def test_static_and_cci_grants_never_overlap(node, pods, topology, node_profile, driver_manifest):
     """No CPU MUST be counted twice: static grants, CCI grants and withheld siblings are pairwise disjoint."""
     need_static(node_profile)
     mixed_load(pods, topology, statics_first=True)
+    if topology.threads_per_core > 1 and driver_manifest.has("exclusive") and driver_manifest.has("core-siblings"):
+        half_held_core_then_denied(node, pods, topology)
     snap = node.snapshot()
     owner: dict[int, str] = {}
     for key, cpus in snap.exclusive.items():
@@ -42,6 +44,26 @@ def test_static_and_cci_grants_never_overlap(node, pods, topology, node_profile)
             assert cpu not in owner, f"CPU {cpu} is held by {owner[cpu]} and {key}"
             owner[cpu] = key
     assert not node_problems(node), node_problems(node)
+
+
+def half_held_core_then_denied(node, pods, topology) -> None:
+    """Put a static pod on one thread of a core the driver was offered whole, then claim DENIED siblings.
+
+    A DENIED group withholds the siblings of its threads (S2.4); taking the free thread of that core
+    would withhold the static pod's CPU too, counting it twice. The node refuses such a reply
+    (InvalidDriverReply); a driver may still refuse the claim itself for lack of room."""
+    pods.create(claim_pod(shared(1)))  # the driver is offered every available CPU
+    for _ in range(3):  # the kubelet fills half-used cores first; a fresh core is split within three pods
+        static = pods.create(static_pod(1))
+        assert static.admitted, f"{static.reason}: {static.message}"
+        mine = static.containers[0].cpus
+        free = available_now(node.snapshot())
+        if any(core & mine and core & free for core in topology.cores):
+            break
+    else:
+        return
+    result = pods.create(claim_pod(exclusive(2, "CORE-SIBLING-DENIED")))
+    assert result.admitted or result.reason == "CCIAdmitError", f"{result.reason}: {result.message}"
 
 
 @pytest.mark.requirement("ACCT-002")

@@ -125,6 +125,13 @@ def test_shared_grant_withholds_nothing(node, pods, grant):
     assert after.shared_pool == before.shared_pool, "a SHARED grant changed the shared pool"
     assert available_now(after) == available_now(before), "a SHARED grant shrank availableCpus"
     assert not any(k.startswith(a.pod_uid + "/") for k in after.exclusive), "a SHARED grant is held exclusively"
+    # The node's books are not enough: a driver could report the grant shared yet withhold its CPUs in
+    # its own books. A second shared claim of every available CPU must get them, the first grant's included.
+    every = available_now(after)
+    rest, problems = grant(shared(len(every)))
+    assert not problems, problems
+    assert a.cpus <= rest.containers[0].cpus, (
+        f"the driver withholds the SHARED grant's CPUs {fmt(a.cpus - rest.containers[0].cpus)} from later admissions")
 
 
 @pytest.mark.requirement("CLAIM-022")
