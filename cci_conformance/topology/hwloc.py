@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..cpuset import parse_cpumask
 from .model import Topology
 
 LSTOPO = "lstopo-no-graphics"
@@ -38,14 +39,7 @@ def parse_bitmap(text: str) -> frozenset[int]:
     """hwloc's bitmap string (``0x000000ff,0xffffffff``, most significant 32-bit group first)."""
     # An empty group between commas ("0x1,,0x2") is a zero group.
     groups = [g.strip().removeprefix("0x") for g in text.strip().split(",")]
-    value = int("".join(g.rjust(8, "0") for g in groups) or "0", 16)
-    out, bit = set(), 0
-    while value:
-        if value & 1:
-            out.add(bit)
-        value >>= 1
-        bit += 1
-    return frozenset(out)
+    return parse_cpumask("".join(g.rjust(8, "0") for g in groups))
 
 
 def lstopo_xml(root: Path) -> str:
