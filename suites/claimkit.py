@@ -7,6 +7,7 @@ import json
 
 from cci_conformance.cpuset import CPUs, format_cpulist
 from cci_conformance.node.api import AdmissionResult, ClaimRef, ContainerSpec, NodeSnapshot, PodSpec
+from cci_conformance.node.cci_journal import read_cci_state
 from cci_conformance.node.verify import check_cpu_manager_state, check_pod_resources, check_snapshot
 from cci_conformance.protocol.claims import ClaimRequest, parse_claim
 from cci_conformance.protocol.semantics import GroupReply, Violation, check_admission
@@ -119,8 +120,9 @@ def ledger(session) -> tuple:
     """What a refused admission must leave unchanged: holdings, pool, containers, pod-resources, state files."""
     snap = session.snapshot()
     files = session.state_files()
-    cci = json.loads(json.loads(files["cci_manager_state"])["Data"]) if "cci_manager_state" in files else {}
+    cci = read_cci_state(files)
     cci.pop("generation", None)
+    cci.pop("journalEpoch", None)  # snapshots are taken when the journal grows, not on a change of content
     cci.pop("cpuManagerState", None)  # checksums of the file pair: the cpu_manager_state bytes are compared instead
     return (snap.exclusive, snap.shared_pool, sorted((c.pod_uid, c.container, c.store_cpus) for c in snap.containers),
             session.listed_exclusive_cpus(), files.get("cpu_manager_state"), json.dumps(cci, sort_keys=True))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 
 import pytest
@@ -20,6 +19,7 @@ from claimkit import (
 )
 
 from cci_conformance.certify.outcomes import not_applicable
+from cci_conformance.node.cci_journal import read_cci_state
 from cci_conformance.waiting import wait_for
 
 
@@ -200,10 +200,7 @@ def test_node_killed_during_admission_leaves_nothing_half_granted(node, pods):
 
 
 def admission_intent(node) -> bool:
-    raw = node.state_files().get("cci_manager_state")
-    if not raw:
-        return False
-    data = json.loads(json.loads(raw)["Data"])
+    data = read_cci_state(node.state_files())
     return any(e.get("why") == "admission" for e in data.get("pending", []))
 
 

@@ -46,7 +46,7 @@ class NodeSession(Protocol):
 
     def allocatable_cpus(self) -> CPUs: ...  # pod-resources GetAllocatableResources
     def listed_exclusive_cpus(self) -> dict[str, CPUs]: ...  # pod-resources List: "<ns>/<pod>/<container>" -> cpu_ids
-    def state_files(self) -> dict[str, bytes]: ...  # "cpu_manager_state", "cci_manager_state" as on disk
+    def state_files(self) -> dict[str, bytes]: ...  # cpu_manager_state, cci_manager_state(.journal) as on disk
     def collect_evidence(self, dest: Path) -> list[Path]: ...  # logs, state files, cpusets
     def close(self) -> None: ...
 

@@ -20,7 +20,7 @@ from ..drivers.manifest import load_manifest
 from ..drivers.process import DriverProcess
 from ..errors import ConfigError
 from ..node.api import AdmissionResult, NodeSnapshot, PodSpec
-from ..node.checkpoint import CCI_STATE_FILE, CPU_STATE_FILE
+from ..node.checkpoint import CCI_JOURNAL_FILE, CCI_STATE_FILE, CPU_STATE_FILE
 from ..node.client import NodeClient
 from ..node.profile import parse_config
 from ..node.runtime import CPUSET_FILE, container_dir
@@ -282,7 +282,7 @@ class EmbeddedSession:
 
     def state_files(self) -> dict[str, bytes]:
         out = {}
-        for name in (CPU_STATE_FILE, CCI_STATE_FILE):
+        for name in (CPU_STATE_FILE, CCI_STATE_FILE, CCI_JOURNAL_FILE):
             path = self.kubelet / name
             if path.exists():
                 out[name] = path.read_bytes()

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
-import zlib
 from pathlib import Path
 from typing import Any
+
+from ..crclines import encode_line, parse_line, split_lines, unchecked
 
 STATE_FILE = "driver_state.json"
 SECOND_SLOT = "driver_state.1.json"
@@ -37,45 +37,17 @@ JOURNAL_FILES = ("driver_state.journal", "driver_state.1.journal")
 FORMAT_VERSION = 3
 JOURNAL_MIN_BYTES = 256 * 1024
 SYNC_BATCH_S = 0.05
-_LINE = re.compile(r"([0-9a-f]{8}) (\{.*\})\Z")
 
 
 class StateError(RuntimeError):
     """The checkpoint exists but cannot be trusted (altered, wrong version, or a record missing mid-journal)."""
 
 
-def _crc(text: str) -> str:
-    # Integrity against torn or damaged files, not an adversary: CRC-32 is enough and 10x cheaper than SHA-256.
-    return f"{zlib.crc32(text.encode()):08x}"
-
-
-def _line(text: str) -> bytes:
-    return f"{_crc(text)} {text}\n".encode()
-
-
-def _parse_line(line: str) -> dict[str, Any] | None:
-    """The JSON object of one whole line whose CRC matches, else None."""
-    m = _LINE.match(line)
-    if m is None or _crc(m.group(2)) != m.group(1):
-        return None
-    try:
-        doc = json.loads(m.group(2))
-    except ValueError:
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
 def _whole_but_altered(line: str, gen: int, seq: int) -> bool:
     """A complete, parseable record of the expected generation and number whose CRC fails: damage, not a
     tear (a write cut short leaves no newline, or a prefix of it followed by other bytes)."""
-    m = _LINE.match(line)
-    if m is None:
-        return False
-    try:
-        doc = json.loads(m.group(2))
-    except ValueError:
-        return False
-    return isinstance(doc, dict) and doc.get("gen") == gen and doc.get("seq") == seq and set(doc) == {
+    doc = unchecked(line)
+    return doc is not None and doc.get("gen") == gen and doc.get("seq") == seq and set(doc) == {
         "del", "gen", "seq", "set"}
 
 
@@ -133,7 +105,7 @@ class StateStore:
         if raw is None:
             return None
         first, newline, _ = raw.partition("\n")
-        doc = _parse_line(first) if newline else None
+        doc = parse_line(first) if newline else None
         if doc is None:
             try:  # a whole document of another format version: refuse rather than start empty
                 old = json.loads(raw)
@@ -158,12 +130,7 @@ class StateStore:
             return []
         except OSError as exc:
             raise StateError(f"cannot read {path}: {exc}") from None
-        out, pos = [], 0
-        for line in raw.split(b"\n")[:-1]:  # the last piece has no newline: a torn or stale tail
-            pos += len(line) + 1
-            text = line.decode("utf-8", errors="replace")
-            out.append((_parse_line(text), pos, text))
-        return out
+        return split_lines(raw)
 
     def load(self) -> dict[str, Any] | None:
         """The saved state (None when nothing was saved); StateError when it cannot be trusted."""
@@ -224,7 +191,7 @@ class StateStore:
             seq = self._record_seq + 1
             body = ",".join(f"{json.dumps(k)}:{v}" for k, v in put.items())
             text = f'{{"del":{json.dumps(list(deleted))},"gen":{self.seq},"seq":{seq},"set":{{{body}}}}}'
-            payload = _line(text)
+            payload = encode_line(text)
             self._pwrite(self.journals[self.seq % 2], payload, self._offset)
             self._offset += len(payload)
             self._record_seq = seq
@@ -250,7 +217,7 @@ class StateStore:
     def _compact(self) -> None:
         gen = self.seq + 1
         body = ",".join(f"{json.dumps(k)}:{v}" for k, v in self.entries.items())
-        payload = _line(f'{{"data":{{{body}}},"seq":{gen},"version":{FORMAT_VERSION}}}')
+        payload = encode_line(f'{{"data":{{{body}}},"seq":{gen},"version":{FORMAT_VERSION}}}')
         slot = gen % 2
         # Pad with spaces instead of truncating: truncation forces a flush on ext4.
         padded = payload + b" " * max(0, self._slot_sizes[slot] - len(payload))

@@ -8,6 +8,7 @@ import zlib
 from pathlib import Path
 
 CCI_STATE_FILE = "cci_manager_state"
+CCI_JOURNAL_FILE = "cci_manager_state.journal"
 CPU_STATE_FILE = "cpu_manager_state"
 KIND = "CCICheckpoint"
 API_VERSION = "checkpoint.cci.cci-conformance.io/v1"
@@ -70,12 +71,15 @@ def encode_parts(parts: list[bytes], escaped: list[bytes]) -> bytes:
     return b'{"Data":"' + b"".join(escaped) + b'","Checksum":' + str(crc & 0xFFFFFFFF).encode() + b"}"
 
 
-def _restore_error(path: Path, problem: str) -> CheckpointError:
-    # Same advice as the kubelet's CPU manager restore failure (policy_static.go).
+def restore_error(path: Path | str, problem: str) -> CheckpointError:
+    """The kubelet's CPU manager restore-failure advice (policy_static.go), for ``cci_manager_state`` + journal."""
+    snapshot = os.path.join(os.path.dirname(path), CCI_STATE_FILE)
+    journal = os.path.join(os.path.dirname(path), CCI_JOURNAL_FILE)
     return CheckpointError(
-        f"could not restore state from checkpoint: {problem}, please drain this node and delete the CCI manager "
-        f"checkpoint file {str(path)!r} before restarting the node (the CCI drivers keep their own state: "
-        "remove their grants too, e.g. by restarting them with an empty state directory)")
+        f"could not restore state from checkpoint: {os.path.basename(path)}: {problem}, please drain this node "
+        f"and delete the CCI manager checkpoint file {snapshot!r} and its journal {journal!r} before restarting "
+        "the node (the CCI drivers keep their own state: remove their grants too, e.g. by restarting them with an "
+        "empty state directory)")
 
 
 def decode(raw: bytes, path: Path) -> dict:
@@ -83,16 +87,16 @@ def decode(raw: bytes, path: Path) -> dict:
     try:
         outer = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise _restore_error(path, f"not JSON ({exc})") from None
+        raise restore_error(path, f"not JSON ({exc})") from None
     if not isinstance(outer, dict) or set(outer) != {"Data", "Checksum"} or not isinstance(outer["Data"], str) \
             or not isinstance(outer["Checksum"], int) or isinstance(outer["Checksum"], bool):
-        raise _restore_error(path, 'not a {"Data": string, "Checksum": number} object')
+        raise restore_error(path, 'not a {"Data": string, "Checksum": number} object')
     if crc32(outer["Data"]) != outer["Checksum"]:
-        raise _restore_error(path, "checkpoint is corrupted (checksum mismatch)")
+        raise restore_error(path, "checkpoint is corrupted (checksum mismatch)")
     try:
         data = json.loads(outer["Data"])
     except ValueError as exc:
-        raise _restore_error(path, f"Data is not JSON ({exc})") from None
+        raise restore_error(path, f"Data is not JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("kind") != KIND or data.get("apiVersion") != API_VERSION:
-        raise _restore_error(path, f"Data is not a {KIND} of {API_VERSION}")
+        raise restore_error(path, f"Data is not a {KIND} of {API_VERSION}")
     return data

@@ -38,12 +38,24 @@ class Runtime:
 
     def create(self, key: Key, cpus: CPUs) -> None:
         pod_dir = f"{self._base}/pod{key[0]}"
-        for d in (pod_dir, f"{pod_dir}/{key[1]}"):
-            try:
-                os.mkdir(d)
-            except FileExistsError:
-                pass
-        self._write(key, cpus)
+        try:
+            os.mkdir(pod_dir)
+        except FileExistsError:
+            pass
+        cdir = f"{pod_dir}/{key[1]}"
+        try:
+            os.mkdir(cdir)
+        except FileExistsError:  # left by an admission that never committed: replace its file atomically
+            self._write(key, cpus)
+            return
+        # A new directory nobody reads yet: one plain write. A kill mid-write leaves a container the
+        # store either does not know (deleted at restart) or re-applies at restart (Node._reconcile).
+        fd = os.open(f"{cdir}/{CPUSET_FILE}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, cpulist(cpus).encode() + b"\n")
+        finally:
+            os.close(fd)
+        self.applied[key] = cpus
 
     def apply(self, key: Key, cpus: CPUs) -> bool:
         """Set a container's cpuset (CRI UpdateContainerResources); returns whether the file changed."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from ..cpuset import CPUs, format_cpulist
 from .api import NodeSnapshot
 from .cpumanager.state import CPUManagerStateError, loads
@@ -77,8 +75,3 @@ def check_pod_resources(listed: dict[str, CPUs], allocatable: CPUs, snap: NodeSn
         problems.append(f"allocatable {_fmt(allocatable)} != online − reserved")
     return problems
 
-
-def cci_state_containers(raw: bytes) -> dict[str, dict]:
-    """"<pod_uid>/<container>" -> record, from a cci_manager_state file (checksum not verified here)."""
-    data = json.loads(json.loads(raw)["Data"])
-    return {f"{r['podUID']}/{r['container']}": r for r in data["containers"]}

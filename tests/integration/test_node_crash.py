@@ -15,6 +15,7 @@ import yaml
 
 from cci_conformance.backends.base import SessionConfig, get_backend
 from cci_conformance.node.api import ClaimRef, ContainerSpec, PodSpec
+from cci_conformance.node.cci_journal import read_cci_state
 from cci_conformance.node.client import NodeClient
 from cci_conformance.node.verify import check_cpu_manager_state, check_pod_resources, check_snapshot
 from cci_conformance.paths import PROFILES_DIR, REFERENCE_DRIVER_DIR
@@ -65,16 +66,27 @@ def workload(client: NodeClient, rng: random.Random, live: list[str], counter: l
             return
 
 
+def checksum_problems(files: dict[str, bytes]) -> list[str]:
+    """The snapshot's Checksum and every whole journal line's CRC, under the independent CRC-32."""
+    problems = []
+    outer = json.loads(files["cci_manager_state"])
+    if crc32_ieee(outer["Data"].encode()) != outer["Checksum"]:
+        problems.append("cci_manager_state checksum does not verify")
+    for number, line in enumerate(files.get("cci_manager_state.journal", b"").split(b"\n")[:-1], 1):
+        crc, _, text = line.partition(b" ")
+        if int(crc, 16) != crc32_ieee(text):
+            problems.append(f"cci_manager_state.journal line {number}: CRC-32 does not verify")
+    return problems
+
+
 def check_all(s) -> list[str]:
     snap = s.snapshot()
     files = s.state_files()
     problems = check_snapshot(snap)
     problems += check_cpu_manager_state(files["cpu_manager_state"], snap, "static")
     problems += check_pod_resources(s.listed_exclusive_cpus(), s.allocatable_cpus(), snap)
-    outer = json.loads(files["cci_manager_state"])
-    if crc32_ieee(outer["Data"].encode()) != outer["Checksum"]:
-        problems.append("cci_manager_state checksum does not verify")
-    records = {f"{r['podUID']}/{r['container']}" for r in json.loads(outer["Data"])["containers"]}
+    problems += checksum_problems(files)
+    records = {f"{r['podUID']}/{r['container']}" for r in read_cci_state(files)["containers"]}
     if records != {f"{c.pod_uid}/{c.container}" for c in snap.containers}:
         problems.append("cci_manager_state containers differ from the snapshot")
     return problems
@@ -103,6 +115,7 @@ def test_sigkill_storm():
     rng = random.Random(20261129)
     live: list[str] = []
     counter = [0]
+    journal_lines = 0
     started = time.monotonic()
     try:
         for kill in range(KILLS):
@@ -115,6 +128,9 @@ def test_sigkill_storm():
             stop.set()
             worker.join(10)
             client.close()
+            left = s.state_files()  # as the kill left them: the journal usually holds records here
+            journal_lines += left.get("cci_manager_state.journal", b"").count(b"\n")
+            assert not checksum_problems(left), f"after kill {kill + 1}: {checksum_problems(left)}"
             s.start_node()
             problems = check_all(s)
             assert not problems, f"after kill {kill + 1}: {problems}"
@@ -122,7 +138,9 @@ def test_sigkill_storm():
                 driver_lost_nothing(s, str(kill))
         driver_lost_nothing(s, "end")
         assert counter[0] > KILLS, "the workload barely ran"
+        assert journal_lines > KILLS, "the kills did not catch the node with a journal to replay"
     finally:
         elapsed = time.monotonic() - started
         s.close()
-    print(f"{KILLS} kills, {counter[0]} pods attempted in {elapsed:.1f}s")
+    print(f"{KILLS} kills, {counter[0]} pods attempted, {journal_lines} journal records replayed at restarts, "
+          f"in {elapsed:.1f}s")

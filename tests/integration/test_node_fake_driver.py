@@ -164,7 +164,9 @@ def test_corrupt_checkpoint_stops_the_node_with_the_fix(node):
         node.start_node()
     text = str(info.value)
     assert "exited with code 1" in text and "please drain this node and delete the CPU manager checkpoint file" in text
+    assert "delete cci_manager_state and cci_manager_state.journal too" in text
     state.unlink()
     (node.kubelet / "cci_manager_state").unlink()
-    node.start_node()  # after deleting both, as the message says, the node starts clean
+    (node.kubelet / "cci_manager_state.journal").unlink(missing_ok=True)
+    node.start_node()  # after deleting them, as the message says, the node starts clean
     assert node.snapshot().exclusive == {}

@@ -98,7 +98,7 @@ def test_files_roundtrip_and_kubelet_view(root):
     assert crc32_ieee(outer["Data"].encode()) == outer["Checksum"]
     assert outer["Data"] == canonical(json.loads(outer["Data"]))  # canonical form, byte for byte
     data = json.loads(outer["Data"])
-    assert data["generation"] == 3 and data["pending"] == [{"why": "removal", "driver": "d"}]
+    assert data["generation"] == 3 and data["pending"] == [{"why": "removal", "driver": "d", "id": 1}]
     assert data["cpuManagerState"]["current"] == json.loads(cpu)["checksum"]
     loaded = StateFiles(root, cfg, Store(ONLINE, cfg.reserved, False)).load()
     assert loaded.records == [store.records[("a", "c")], store.records[("b", "c")]]
