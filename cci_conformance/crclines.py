@@ -20,28 +20,26 @@ def encode_line(text: str) -> bytes:
     return f"{crc_hex(text)} {text}\n".encode()
 
 
+def _object(text: str) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
 def parse_line(line: str) -> dict[str, Any] | None:
     """The JSON object of one whole line whose CRC matches, else None."""
     m = _LINE.match(line)
     if m is None or crc_hex(m.group(2)) != m.group(1):
         return None
-    try:
-        doc = json.loads(m.group(2))
-    except ValueError:
-        return None
-    return doc if isinstance(doc, dict) else None
+    return _object(m.group(2))
 
 
 def unchecked(line: str) -> dict[str, Any] | None:
     """The JSON object of a line of the right shape, its CRC not checked (to tell damage from a tear)."""
     m = _LINE.match(line)
-    if m is None:
-        return None
-    try:
-        doc = json.loads(m.group(2))
-    except ValueError:
-        return None
-    return doc if isinstance(doc, dict) else None
+    return None if m is None else _object(m.group(2))
 
 
 def split_lines(raw: bytes) -> list[tuple[dict[str, Any] | None, int, str]]:
