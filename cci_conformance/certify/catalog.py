@@ -30,6 +30,7 @@ class Requirement:
     required: bool
     tests: tuple[str, ...]
     notes: str = ""
+    modes: tuple[str, ...] = ()  # node modes it applies in; () = every mode
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,8 @@ def _schema_error(err: jsonschema.ValidationError, file: str, data: object) -> C
     if len(parts) >= 2 and parts[0] == "requirements" and isinstance(parts[1], int):
         item = data["requirements"][parts[1]]  # type: ignore[index]
         if isinstance(item, dict) and isinstance(item.get("id"), str):
-            where = f"requirements[{item['id']}]" + "".join(f".{p}" for p in parts[2:])
+            where = f"requirements[{item['id']}]" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}"
+                                                            for p in parts[2:])
     if err.validator == "additionalProperties":
         extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
         return ConfigError(f"unknown key {extra[0]!r}", file=file, field=where,
@@ -119,7 +121,7 @@ def parse_catalog(data: object, path: Path) -> Catalog:
                               fix="use null or one of: " + ", ".join(KNOWN_CAPABILITIES))
         reqs.append(Requirement(id=rid, area=raw["area"], text=raw["text"], source=raw["source"],
                                 capability=cap, required=raw["required"], tests=tuple(raw["tests"]),
-                                notes=raw.get("notes", "")))
+                                notes=raw.get("notes", ""), modes=tuple(raw.get("modes", ()))))
     return Catalog(path=path, areas=areas, requirements=tuple(reqs))
 
 

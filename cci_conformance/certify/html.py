@@ -31,7 +31,7 @@ def _run_table(run: dict) -> str:
         ("capabilities", ", ".join(driver["capabilities"]) or "none"),
         ("manifest", f"{driver['manifest']} (sha256 {driver.get('manifest_sha256') or '?'})"),
         ("topologies", ", ".join(f"{t['name']} ({t.get('cpus', '?')} CPUs)" for t in run["topologies"])),
-        ("backend / node profile", f"{run['backend']} / {run['node_profile']}"),
+        ("backend / node profile", f"{run['backend']} / {run['node_profile']} ({run.get('node_mode') or '?'} mode)"),
         ("latency profile", (run["profile"] or {}).get("name", "?")),
         ("harness", run["harness_version"]),
         ("started / finished", f"{run['started']} / {run['finished'] or 'not finished'} ({run['duration_s']} s)"),
@@ -114,6 +114,14 @@ def _charts(report: dict) -> str:
     return "<div class='charts'>" + "".join(curves + hists) + "</div>"
 
 
+def _scope(report: dict) -> str:
+    other = report["verdict"].get("other_mode_requirements") or []
+    if not other:
+        return ""
+    return (f"<p>For the node's {_e(report['run'].get('node_mode'))} mode only: {_e(', '.join(other))} apply in "
+            "other modes and are not applicable to this run.</p>")
+
+
 def render_html(report: dict) -> str:
     verdict = report["verdict"]
     state = "CERTIFIED" if verdict["certified"] else "NOT CERTIFIED"
@@ -123,7 +131,7 @@ def render_html(report: dict) -> str:
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>cci-conformance: {_e(driver)}: {state}</title><style>{CSS}</style></head><body>"
         f"<h1>CCI driver certification: {_e(driver)}</h1>"
-        f"<p class='verdict {cls}'>{state}</p>"
+        f"<p class='verdict {cls}'>{state}</p>{_scope(report)}"
         f"{_run_table(report['run'])}"
         f"<h2>Summary by area</h2>{_area_table(report)}"
         f"<h2>Failures</h2>{_failures(report)}"

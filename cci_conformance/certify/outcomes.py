@@ -64,13 +64,20 @@ def _first(results: list[TestResult], outcomes: tuple[str, ...]) -> TestResult |
     return next((r for r in results if r.outcome in outcomes), None)
 
 
-def requirement_verdict(req: Requirement, results: list[TestResult]) -> Verdict:
-    """Pass only when every test passed (or was not applicable); a test that did not run is never a pass."""
-    if not results:
-        return Verdict(UNTESTED, "no test proves this requirement")
+def requirement_verdict(req: Requirement, results: list[TestResult], node_mode: str | None = None) -> Verdict:
+    """Pass only when every test passed (or was not applicable); a test that did not run is never a pass.
+
+    A requirement the catalog scopes to other node modes than the run's is not applicable, unless a
+    test of it failed (a failure always counts).
+    """
     bad = _first(results, (FAILED, ERROR))
     if bad:
         return Verdict(FAIL, f"{bad.nodeid}: {bad.reason}" if bad.reason else bad.nodeid)
+    if req.modes and node_mode is not None and node_mode not in req.modes:
+        return Verdict(NA, f"applies in {' and '.join(req.modes)} mode only; this run's node profile is in "
+                           f"{node_mode} mode")
+    if not results:
+        return Verdict(UNTESTED, "no test proves this requirement")
     na = [r for r in results if r.outcome == NOT_APPLICABLE]
     if len(na) == len(results):
         if all(r.na_kind == CAPABILITY_NA_KIND for r in na):
@@ -78,7 +85,8 @@ def requirement_verdict(req: Requirement, results: list[TestResult]) -> Verdict:
                 return Verdict(UNTESTED, f"needs no capability, but every test of it was skipped: {na[0].reason}")
             return Verdict(NA, na[0].reason)
         topo = next(r for r in na if r.na_kind != CAPABILITY_NA_KIND)
-        return Verdict(UNTESTED, f"not applicable on any topology of this run: {topo.reason}")
+        why = topo.reason.removeprefix(TOPOLOGY_NA_PREFIX)
+        return Verdict(UNTESTED, f"not applicable on any topology of this run: {why}")
     not_run = [r for r in results if r.outcome not in (PASSED, NOT_APPLICABLE)]
     if not_run:
         first = not_run[0]

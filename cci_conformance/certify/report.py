@@ -27,7 +27,7 @@ def build_report(*, catalog: Catalog, results: dict[str, TestResult], run: dict,
     statuses: dict[str, str] = {}
     for req in catalog.requirements:
         tests = by_req[req.id]
-        verdict = requirement_verdict(req, tests)
+        verdict = requirement_verdict(req, tests, run.get("node_mode"))
         statuses[req.id] = verdict.status
         figures = [dict(fig, test=t.nodeid) for t in tests for fig in t.figures]
         requirements.append({
@@ -56,6 +56,9 @@ def build_report(*, catalog: Catalog, results: dict[str, TestResult], run: dict,
             "failed_required": [r["id"] for r in requirements if r["required"] and r["status"] == "fail"],
             "untested_required": [r["id"] for r in requirements if r["required"] and r["status"] == "untested"],
             "failed_optional": [r["id"] for r in requirements if not r["required"] and r["status"] == "fail"],
+            # certified for this node mode only: these apply in other modes (catalog ``modes``)
+            "other_mode_requirements": [r.id for r in catalog.requirements if r.modes and run.get("node_mode")
+                                        and run["node_mode"] not in r.modes],
         },
         "areas": areas,
         "requirements": requirements,

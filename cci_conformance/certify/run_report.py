@@ -115,6 +115,10 @@ class CertificationReporter:
             profile = settings.budgets.as_dict()
         except Exception:
             profile = None
+        try:
+            node_mode = settings.node_profile_data.get("mode")
+        except Exception:  # a bad node profile was already reported as a config error
+            node_mode = None
         workers = getattr(self.config.option, "numprocesses", None) or 0
         return {
             "interrupted": interrupted, "started": self.started, "finished": _now() if final else None,
@@ -122,6 +126,7 @@ class CertificationReporter:
             "driver": {"name": name, "version": version, "manifest": str(manifest_path),
                        "manifest_sha256": bundle.file_sha256(manifest_path), "capabilities": caps},
             "topologies": topologies, "backend": settings.backend, "node_profile": settings.node_profile,
+            "node_mode": node_mode,
             "profile": profile, "workers": int(workers) if isinstance(workers, int) else 0,
             "pytest_args": [str(a) for a in self.config.invocation_params.args],
             "exit_status": exit_status, "environment": {k: v for k, v in self.environment.items()

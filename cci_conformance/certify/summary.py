@@ -52,6 +52,7 @@ def summary_lines(report: dict, report_dir: Path | None) -> list[str]:
     driver = run["driver"]
     lines = [f"driver {driver['name']} (capabilities: {', '.join(driver['capabilities']) or 'none'})",
              f"topologies {', '.join(t['name'] for t in run['topologies'])}; backend {run['backend']}; "
+             f"node profile {run['node_profile']} ({run.get('node_mode') or '?'} mode); "
              f"latency profile {(run['profile'] or {}).get('name', '?')}", ""]
     header = f"{'area':<14}{'pass':>6}{'fail':>6}{'n/a':>6}{'untested':>10}"
     lines += [header, "-" * len(header)]
@@ -76,6 +77,9 @@ def summary_lines(report: dict, report_dir: Path | None) -> list[str]:
     if not run["complete"]:
         state += " (run incomplete)"
     lines += ["", f"verdict: {state} (exit {verdict['exit_code']})"]
+    other = verdict.get("other_mode_requirements") or []
+    if other:  # the certification says nothing about the modes this run did not exercise
+        lines.append(f"scope:   {run.get('node_mode')} mode only; not applicable here: {', '.join(other)}")
     if report_dir is not None:
         lines.append(f"report:  {Path(report_dir) / bundle.REPORT_JSON}")
         lines.append(f"html:    {Path(report_dir) / bundle.REPORT_HTML}")

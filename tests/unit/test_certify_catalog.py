@@ -59,6 +59,7 @@ def _broken(mutate) -> ConfigError:
     (lambda d: d["requirements"][0].update(area="nowhere"), "requirements[CLAIM-001].area", "unknown area"),
     (lambda d: d["requirements"][0].update(text="It should work."), "requirements[CLAIM-001].text", "does not match"),
     (lambda d: d["requirements"][0].update(id="CLAIM-1"), "requirements[CLAIM-1].id", "does not match"),
+    (lambda d: d["requirements"][0].update(modes=["beta"]), "requirements[CLAIM-001].modes[0]", "is not one of"),
     (lambda d: d["requirements"][0].update(colour="blue"), "requirements[CLAIM-001]", "unknown key 'colour'"),
     (lambda d: d["requirements"][0].pop("tests"), "requirements[CLAIM-001]", "'tests' is a required property"),
     (lambda d: d["requirements"][0].update(source="somewhere"), "requirements[CLAIM-001].source", "does not match"),

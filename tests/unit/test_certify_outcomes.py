@@ -45,6 +45,25 @@ def test_verdict_rules(req, results, status):
     assert (verdict.reason == "") == (status == "pass")
 
 
+REQ_COEX = Requirement("ACCT-001", "accounting", "It MUST hold.", "seed meeting", None, True, (),
+                       modes=("coexistence",))
+
+
+@pytest.mark.parametrize("results, mode, status", [
+    ([r("not-applicable", "topology")], "alpha", "not-applicable"),  # the run's mode is out of its scope
+    ([], "alpha", "not-applicable"),
+    ([r("failed")], "alpha", "fail"),  # a failure counts in any mode
+    ([r("not-applicable", "topology")], "coexistence", "untested"),  # in scope: skipping is not a pass
+    ([r("passed")], "coexistence", "pass"),
+    ([r("not-applicable", "topology")], None, "untested"),  # an unknown mode never waives a requirement
+])
+def test_a_requirement_of_another_node_mode_does_not_apply(results, mode, status):
+    verdict = requirement_verdict(REQ_COEX, results, mode)
+    assert verdict.status == status
+    if status == "not-applicable":
+        assert verdict.reason == "applies in coexistence mode only; this run's node profile is in alpha mode"
+
+
 def test_certified_only_when_every_required_requirement_passes_or_does_not_apply():
     catalog = parse_catalog({"version": 1, "areas": {"claims": "c"}, "requirements": [
         {"id": "CLAIM-001", "area": "claims", "text": "a MUST", "source": "KEP-3675 x", "capability": None,

@@ -19,7 +19,8 @@ RUN = {
     "driver": {"name": "reference", "version": None, "manifest": "driver.yaml", "manifest_sha256": None,
                "capabilities": ["exclusive"]},
     "topologies": [{"name": "laptop-1s4c-smt2", "cpus": 8, "numa_nodes": 1}], "backend": "embedded",
-    "node_profile": "coexistence", "profile": {"name": "default"}, "workers": 0, "pytest_args": [],
+    "node_profile": "coexistence", "node_mode": "coexistence", "profile": {"name": "default"}, "workers": 0,
+    "pytest_args": [],
     "exit_status": 0, "environment": {k: v for k, v in environment().items() if k != "harness_version"},
 }
 
@@ -107,6 +108,22 @@ def test_summary_lines():
     assert "FAIL     CLAIM-005" in text and "verdict: NOT CERTIFIED (exit 1)" in text
     assert "admission_p50" in text and "2.00 ms" in text and "budget <= 10.00 ms" in text
     assert lines[-3:] == ["report:  /r/report.json", "html:    /r/report.html", "junit:   /r/junit.xml"]
+
+
+def test_a_run_in_another_node_mode_certifies_for_that_mode_only():
+    catalog = _catalog()
+    scoped = parse_catalog({"version": 1, "areas": dict(catalog.areas), "requirements": [
+        {"id": r.id, "area": r.area, "text": r.text, "source": r.source, "capability": None, "required": True,
+         "tests": [], **({"modes": ["coexistence"]} if r.id == "CLAIM-001" else {})}
+        for r in catalog.requirements if r.id != "CLAIM-005"]}, Path("catalog.yaml"))
+    results = {k: v for k, v in _results().items() if "b[x]" not in k}
+    alpha = build_report(catalog=scoped, results=results, run=dict(RUN, node_mode="alpha"), errors=[], complete=True)
+    assert validation_errors(alpha) == []
+    assert alpha["verdict"]["certified"] and alpha["verdict"]["other_mode_requirements"] == ["CLAIM-001"]
+    assert "scope:   alpha mode only; not applicable here: CLAIM-001" in summary_lines(alpha, None)
+    assert "alpha mode only" in render_html(alpha)
+    coex = build_report(catalog=scoped, results=results, run=dict(RUN), errors=[], complete=True)
+    assert not coex["verdict"]["certified"] and coex["verdict"]["untested_required"] == ["CLAIM-001"]
 
 
 def test_atomic_write_and_slug(tmp_path):
