@@ -28,10 +28,16 @@ INVALID_POD = "InvalidPodSpec"
 CCI_DISABLED = "CCIDisabled"
 
 
-def _pending(rec: Record, why: str) -> dict:
+def _entry(driver: str, namespace: str, claim_uid: str, claim_name: str, container_id: str, pod_uid: str,
+           container: str, why: str) -> dict:
     """A CCIRemoveContainerResource the node owes a driver (an in-flight admission or a removal)."""
-    return {"driver": rec.driver, "namespace": rec.namespace, "claimUID": rec.claim_uid, "claimName": rec.claim_name,
-            "containerID": rec.container_id, "podUID": rec.pod_uid, "container": rec.container, "why": why}
+    return {"driver": driver, "namespace": namespace, "claimUID": claim_uid, "claimName": claim_name,
+            "containerID": container_id, "podUID": pod_uid, "container": container, "why": why}
+
+
+def _pending(rec: Record, why: str) -> dict:
+    return _entry(rec.driver, rec.namespace, rec.claim_uid, rec.claim_name, rec.container_id, rec.pod_uid,
+                  rec.container, why)
 
 
 def _remove_ids(entry: dict) -> list[str]:
@@ -121,7 +127,7 @@ class Node:
 
     def _check(self) -> None:
         try:
-            self.store.check(self.runtime.applied)
+            self.store.check(self.runtime.applied, self.runtime.take_written())
         except StoreInvariantError as exc:  # a node bug: stop loudly rather than go on with a wrong store
             log.critical("store invariant violated: %s", exc)
             if self.on_fatal is not None:
@@ -171,10 +177,12 @@ class Node:
         taken: CPUs = frozenset()
         try:
             for spec in pod.containers:
-                base = Record(pod.uid, spec.name, pod.namespace, pod.name, secrets.token_hex(32), SHARED)
+                container_id = secrets.token_hex(32)
                 if spec.claim is not None:
-                    rec = self._admit_cci(base, claims[spec.claim], self.store.available() - taken, timer)
+                    rec = self._admit_cci(pod, spec.name, container_id, claims[spec.claim],
+                                          self.store.available() - taken, timer)
                 else:
+                    base = Record(pod.uid, spec.name, pod.namespace, pod.name, container_id, SHARED)
                     try:
                         num = exclusive_cpus(pod, spec) if self.static is not None else 0
                     except QuantityError as exc:
@@ -204,7 +212,8 @@ class Node:
         self._save()
         return done
 
-    def _admit_cci(self, base: Record, claim, available: CPUs, timer: Timer) -> Record:
+    def _admit_cci(self, pod: PodSpec, container: str, container_id: str, claim, available: CPUs,
+                   timer: Timer) -> Record:
         if not self.config.cci:
             raise Rejection(CCI_DISABLED, "this node has CCI turned off (profile cci: false)")
         driver = claim.driver or (self.watcher.names()[0] if len(self.watcher.names()) == 1 else "")
@@ -214,12 +223,12 @@ class Node:
             wanted = claim.driver or "(the only one)"
             raise Rejection(cci.DRIVER_NOT_REGISTERED,
                             f"claim {claim.name!r} needs driver {wanted!r}; registered: {have}")
-        rec = replace(base, source=CCI, claim_uid=claim.uid, claim_name=claim.name, driver=conn.name)
         # intent first: a node killed during CCIAdmit rolls the claim back at restart (docs/spec.md S3.5)
-        intent = _pending(rec, "admission")
+        intent = _entry(conn.name, pod.namespace, claim.uid, claim.name, container_id, pod.uid, container,
+                        "admission")
         self.pending.append(intent)
         self._save()
-        req = cci.admit_request(rec.namespace, claim.uid, claim.name, available, rec.pod_uid, rec.container,
+        req = cci.admit_request(pod.namespace, claim.uid, claim.name, available, pod.uid, container,
                                 claim.parameters)
         try:
             resp = cci.admit(conn, req, self.config.rpc_timeout_s, timer)
@@ -231,8 +240,9 @@ class Node:
             else:
                 self._flush_one(conn, intent, timer)
             raise
-        return replace(rec, exclusive=grant.exclusive, withheld=grant.withheld, shared_cpus=grant.shared,
-                       groups=grant.groups)
+        return Record(pod.uid, container, pod.namespace, pod.name, container_id, CCI, exclusive=grant.exclusive,
+                      withheld=grant.withheld, shared_cpus=grant.shared, groups=grant.groups, claim_uid=claim.uid,
+                      claim_name=claim.name, driver=conn.name)
 
     def _flush_one(self, conn, entry: dict, timer: Timer) -> None:
         """Send the CCIRemoveContainerResource calls an entry owes; drop it once the driver acknowledged."""

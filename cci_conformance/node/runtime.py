@@ -26,6 +26,11 @@ class Runtime:
         (self.root / "kubepods").mkdir(parents=True, exist_ok=True)
         self._base = str(self.root / "kubepods")
         self.applied: dict[Key, CPUs] = {}
+        self.written: set[Key] = set()  # keys whose cpuset changed since the store last compared (take_written)
+
+    def take_written(self) -> set[Key]:
+        written, self.written = self.written, set()
+        return written
 
     def cgroup_dir(self, key: Key) -> str:
         return f"{self._base}/pod{key[0]}/{key[1]}"
@@ -56,6 +61,7 @@ class Runtime:
         finally:
             os.close(fd)
         self.applied[key] = cpus
+        self.written.add(key)
 
     def apply(self, key: Key, cpus: CPUs) -> bool:
         """Set a container's cpuset (CRI UpdateContainerResources); returns whether the file changed."""
@@ -68,11 +74,13 @@ class Runtime:
         # Atomic (temp + rename) so a reader never sees a half-written cpulist; no fsync: cgroupfs is not durable.
         write_atomic(f"{self.cgroup_dir(key)}/{CPUSET_FILE}", cpulist(cpus).encode() + b"\n", durable=False)
         self.applied[key] = cpus
+        self.written.add(key)
 
     def remove(self, key: Key) -> None:
         path = self.cgroup_path(key)
         shutil.rmtree(path, ignore_errors=True)
         self.applied.pop(key, None)
+        self.written.add(key)
         try:
             path.parent.rmdir()  # the pod cgroup goes with its last container
         except OSError:
@@ -94,6 +102,7 @@ class Runtime:
         """Scan the tree and remember what is applied (at node start)."""
         found = self.scan()
         self.applied = {k: v for k, v in found.items() if v is not None}
+        self.written = set(found)
         return found
 
 

@@ -71,7 +71,7 @@ class StateFiles:
         self.static_policy = static_policy
         self._order: list[tuple[str, str]] = []  # container keys, sorted; _texts/_escaped are their fragments
         self._texts: list[str] = []
-        self._escaped: list[str] = []
+        self._escaped: list[str | None] = []  # None: not escaped yet
         self._cpu_key: tuple | None = None  # content of the cpu_manager_state on disk
         self._cpu_checksum: int | None = None
         self._cpu_version = -1  # store version the cpu_manager_state content was computed at
@@ -121,7 +121,8 @@ class StateFiles:
             if "id" not in entry:
                 entry["id"] = self._next_id
                 self._next_id += 1
-        texts = {str(e["id"]): canonical(e) for e in pending}
+        known = self._saved_pending  # an entry never changes once written: reuse its text
+        texts = {k: known.get(k) or canonical(e) for e, k in ((e, str(e["id"])) for e in pending)}
         meta = (current, self._cpu_checksum)
         if snapshot:
             self._write_snapshot(generation, meta, texts)
@@ -168,8 +169,11 @@ class StateFiles:
     def _write_snapshot(self, generation: int, meta: tuple, pending: dict[str, str]) -> None:
         """All of the store in one atomic file (temp + fsync + rename), then the journal emptied."""
         if self._containers[0] != self.store.revision:
-            self._containers = (self.store.revision, ",".join(self._texts).encode(),
-                                ",".join(self._escaped).encode())
+            escaped = self._escaped
+            for i, text in enumerate(escaped):
+                if text is None:
+                    escaped[i] = _escape(self._texts[i])
+            self._containers = (self.store.revision, ",".join(self._texts).encode(), ",".join(escaped).encode())
         epoch = (self._epoch if self._epoch is not None else self._loaded_epoch) + 1
         # sorted-key canonical JSON, assembled from cached per-container fragments (same bytes as canonical())
         tail = (self._tail_head + self._meta_text(meta) + ',"generation":' + str(generation)
@@ -197,12 +201,12 @@ class StateFiles:
                 continue
             text = canonical(rec.to_json())
             changed[f"{k[0]}/{k[1]}"] = text
-            if present:
-                self._texts[i], self._escaped[i] = text, _escape(text)
+            if present:  # escaped when a snapshot needs it (most changes only go to the journal)
+                self._texts[i], self._escaped[i] = text, None
             else:
                 self._order.insert(i, k)
                 self._texts.insert(i, text)
-                self._escaped.insert(i, _escape(text))
+                self._escaped.insert(i, None)
         return changed
 
     # ---- loading ----

@@ -12,6 +12,7 @@ Key = tuple[str, str]  # (pod_uid, container name)
 # The same few sets (the pool, availableCpus, grants) are formatted again and again on the admission path.
 cpulist = functools.lru_cache(maxsize=4096)(format_cpulist)
 _EMPTY: CPUs = frozenset()
+FULL_CHECK_EVERY = 32  # Store.check recomputes everything from the records on this many calls' first
 
 
 class StoreInvariantError(RuntimeError):
@@ -88,6 +89,13 @@ class Store:
         self._pods: dict[str, list[Key]] = {}  # pod uid -> its keys, in admission order
         self._effective: dict[Key, tuple[int, Record, CPUs]] = {}
         self._pool: tuple[int, CPUs] = (-1, frozenset())
+        # for check(): keys changed since the runtime cpusets were last compared, and the held-set
+        # version of that comparison
+        self._changed: set[Key] = set()
+        self._compared_version = -1
+        self._ids: dict[str, Key] = {}  # container id -> key
+        self._held_size = 0  # sum of the records' held-set sizes: equals len(held) while they are disjoint
+        self._checks = 0
 
     # ---- pools ----
     @property
@@ -144,12 +152,18 @@ class Store:
     def add(self, rec: Record) -> None:
         if rec.key in self.records:
             raise StoreInvariantError(f"container {rec.key} is already in the store")
+        self._check_record(rec)
+        if rec.container_id in self._ids:
+            raise StoreInvariantError(f"container {rec.key} reuses the id of {self._ids[rec.container_id]}")
         if rec.held & self._held:
             raise StoreInvariantError(f"container {rec.key} would take held CPUs "
                                       f"{format_cpulist(rec.held & self._held)}")
         self.records[rec.key] = rec
         self._pods.setdefault(rec.pod_uid, []).append(rec.key)
         self.dirty.add(rec.key)
+        self._changed.add(rec.key)
+        self._ids[rec.container_id] = rec.key
+        self._held_size += len(rec.held)
         self._set_held(self._held | rec.held)
 
     def remove(self, key: Key) -> Record | None:
@@ -161,7 +175,10 @@ class Store:
             if not keys:
                 self._pods.pop(key[0], None)
             self.dirty.add(key)
+            self._changed.add(key)
             self._effective.pop(key, None)
+            self._ids.pop(rec.container_id, None)
+            self._held_size -= len(rec.held)
             self._set_held(self._held - rec.held)
         return rec
 
@@ -171,7 +188,9 @@ class Store:
         if rec is None:
             return None
         self._set_held(self._held - rec.held)
+        self._held_size -= len(rec.held)
         self.dirty.add(key)
+        self._changed.add(key)
         self.records[key] = replace(rec, running=False, exclusive=frozenset(), withheld=frozenset(),
                                     shared_cpus=frozenset(), groups=())
         return rec
@@ -183,43 +202,73 @@ class Store:
         return {f"{k[0]}/{k[1]}": r.held for k, r in sorted(self.records.items()) if r.held}
 
     # ---- invariants (docs/spec.md S3.2) ----
-    def check(self, applied: dict[Key, CPUs] | None = None) -> None:
+    def check(self, applied: dict[Key, CPUs] | None = None, written: set[Key] | None = None) -> None:
         """Raise StoreInvariantError unless every invariant holds; ``applied`` = runtime cpusets by key.
 
-        Recomputed from the records every time (not from the caches it verifies); whole-set operations
-        first, the offending record looked up only on failure, so a check costs microseconds per record.
+        Without ``written`` (at start, in tests) and on every FULL_CHECK_EVERY-th call, everything is
+        recomputed from the records: each record's own conditions, the union of held CPUs, pairwise
+        disjointness, container ids, and every container's runtime cpuset. Otherwise the check costs
+        O(what changed), not O(containers), because it runs on every admission: a record's own
+        conditions were checked by :meth:`add` (the only way in; records are immutable), disjointness
+        and unique ids follow from the running totals add/remove/stop keep (which the full check
+        verifies), and runtime cpusets are compared for the containers changed on either side since
+        the last comparison (all of them when the held set changed): any other container's cpuset and
+        store value are both as they were when last found equal.
         """
         records = self.records
-        online, reserved = self.online, self.reserved
-        holders = [r for r in records.values() if r.held]
-        union = frozenset().union(*(r.held for r in holders))
-        if not union <= online or not union.isdisjoint(reserved) or \
-                any(not r.exclusive.isdisjoint(r.withheld) for r in holders):
-            for rec in holders:
-                if not rec.held <= online:
-                    raise StoreInvariantError(f"{rec.key}: holds offline or unknown CPUs "
-                                              f"{format_cpulist(rec.held - online)}")
-                if not rec.held.isdisjoint(reserved):
-                    raise StoreInvariantError(f"{rec.key}: holds reserved CPUs {format_cpulist(rec.held & reserved)}")
-                if not rec.exclusive.isdisjoint(rec.withheld):
-                    raise StoreInvariantError(f"{rec.key}: a CPU is both granted and withheld")
-        if len({r.container_id for r in records.values()}) != len(records):
-            raise StoreInvariantError("a container id is used twice")
-        if sum(len(r.held) for r in holders) != len(union):
+        full = written is None or self._checks % FULL_CHECK_EVERY == 0
+        self._checks += 1
+        if full:
+            self._check_from_records()
+        elif len(self._ids) != len(records):
+            raise StoreInvariantError("a container id is used twice (or the id index is stale)")
+        elif self._held_size != len(self._held):
             raise StoreInvariantError("two containers hold the same CPU (exclusive sets not pairwise disjoint)")
-        if union != self._held:
-            raise StoreInvariantError("held-CPU cache differs from the records")
         pool = self.shared_pool
-        rest = reserved if self.strict else frozenset()
-        if not pool.isdisjoint(self._held) or (pool | self._held | rest) != online:
+        rest = self.reserved if self.strict else frozenset()
+        if not pool.isdisjoint(self._held) or (pool | self._held | rest) != self.online:
             raise StoreInvariantError("shared pool != online − reserved(strict) − held")
         if applied is None:
             return
+        if full or self._compared_version != self.version:
+            keys = records.keys()
+        else:
+            keys = [k for k in self._changed | written if k in records]
         cache, version, effective = self._effective, self.version, self.effective
-        for key, rec in records.items():
+        for key in keys:
+            rec = records[key]
             hit = cache.get(key)
             want = hit[2] if hit is not None and hit[0] == version and hit[1] is rec else effective(rec)
             got = applied.get(key, _EMPTY)
             if got is not want and got != want:
                 raise StoreInvariantError(f"{key}: runtime cpuset {format_cpulist(got)!r} != store "
                                           f"{format_cpulist(want)!r}")
+        self._changed.clear()
+        self._compared_version = version
+
+    def _check_from_records(self) -> None:
+        values = self.records.values()
+        for rec in values:
+            self._check_record(rec)
+        holders = [r.held for r in values if r.held]
+        union = frozenset().union(*holders)
+        ids = set(map(_container_id, values))
+        if len(ids) != len(self.records) or ids != self._ids.keys():
+            raise StoreInvariantError("a container id is used twice (or the id index is stale)")
+        if sum(map(len, holders)) != len(union) or self._held_size != len(union):
+            raise StoreInvariantError("two containers hold the same CPU (exclusive sets not pairwise disjoint)")
+        if union != self._held:
+            raise StoreInvariantError("held-CPU cache differs from the records")
+
+    def _check_record(self, rec: Record) -> None:
+        if not rec.held <= self.online:
+            raise StoreInvariantError(f"{rec.key}: holds offline or unknown CPUs "
+                                      f"{format_cpulist(rec.held - self.online)}")
+        if not rec.held.isdisjoint(self.reserved):
+            raise StoreInvariantError(f"{rec.key}: holds reserved CPUs {format_cpulist(rec.held & self.reserved)}")
+        if not rec.exclusive.isdisjoint(rec.withheld):
+            raise StoreInvariantError(f"{rec.key}: a CPU is both granted and withheld")
+
+
+def _container_id(rec: Record) -> str:
+    return rec.container_id

@@ -79,9 +79,53 @@ def test_store_pools_and_invariants():
     strict = Store(ONLINE, frozenset({0}), strict_reservation=True)
     assert 0 not in strict.shared_pool
     bad = Store(ONLINE, frozenset({0}), strict_reservation=False)
-    bad.add(rec("r", STATIC, "0"))
+    with pytest.raises(StoreInvariantError, match="reserved"):
+        bad.add(rec("r", STATIC, "0"))  # refused on the way in: the store never holds it
+    assert not bad.records
+    bad.records[("r", "c")] = rec("r", STATIC, "0")  # as if a bug put it there behind add()
+    bad._held = frozenset({0})
     with pytest.raises(StoreInvariantError, match="reserved"):
         bad.check()
+
+
+def test_runtime_comparisons_after_the_first_cover_what_changed_on_either_side():
+    s = Store(ONLINE, frozenset({0}), strict_reservation=False)
+    s.add(rec("a", STATIC, "2-3"))
+    s.add(rec("b", SHARED))
+    applied = {k: s.effective(r) for k, r in s.records.items()}
+    s.check(applied, set())  # the first comparison covers every container
+    applied[("a", "c")] = frozenset({9})  # a runtime write the store did not ask for
+    with pytest.raises(StoreInvariantError, match="runtime cpuset"):
+        s.check(applied, {("a", "c")})
+    applied[("a", "c")] = frozenset({2, 3})
+    s.check(applied, {("a", "c")})
+    s.add(rec("d", CCI, shared="8-9"))  # a store change the runtime has not applied (the held set is unchanged)
+    with pytest.raises(StoreInvariantError, match=r"\('d', 'c'\): runtime cpuset"):
+        s.check(applied, set())
+    applied[("d", "c")] = frozenset({8, 9})
+    s.add(rec("e", STATIC, "10"))  # the held set changed: every shared container's cpuset may have
+    applied[("e", "c")] = frozenset({10})
+    with pytest.raises(StoreInvariantError, match=r"\('b', 'c'\): runtime cpuset"):
+        s.check(applied, {("e", "c")})
+
+
+def test_cheap_checks_trust_only_what_the_full_check_recomputes_every_few_calls():
+    from cci_conformance.node.store import FULL_CHECK_EVERY
+    s = Store(ONLINE, frozenset({0}), strict_reservation=False)
+    s.add(rec("a", STATIC, "2-3"))
+    applied = {k: s.effective(r) for k, r in s.records.items()}
+    s.check(applied, set())
+    s._held = s._held | {9}  # a running total out of step with the held set: caught at once
+    with pytest.raises(StoreInvariantError, match="pairwise"):
+        s.check(applied, set())
+    s._held = frozenset({2, 3})
+    s.records[("a", "c")] = rec("a", STATIC, "0-1")  # a bug behind add(): sizes still add up
+    s._held = frozenset({0, 1})
+    calls = 0
+    with pytest.raises(StoreInvariantError, match="reserved"):
+        for calls in range(1, FULL_CHECK_EVERY + 1):
+            s.check(applied, set())
+    assert calls <= FULL_CHECK_EVERY
 
 
 def test_files_roundtrip_and_kubelet_view(root):
