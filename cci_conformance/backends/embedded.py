@@ -25,6 +25,7 @@ from ..node.client import NodeClient
 from ..node.profile import parse_config
 from ..node.runtime import CPUSET_FILE, container_dir
 from ..paths import PROJECT_ROOT
+from ..procgroup import exit_status, running, stop_group
 from ..protocol.protos import podresources_v1_pb2 as pr
 from ..protocol.protos import podresources_v1_pb2_grpc as pr_grpc
 from ..topology.model import Topology
@@ -35,6 +36,7 @@ from .base import SessionConfig, register_backend
 
 MAX_SOCKET_PATH = 107
 NODE_START_TIMEOUT_S = 20.0
+NODE_STOP_GRACE_S = 10.0  # SIGTERM to SIGKILL
 RPC_TIMEOUT_S = 10.0
 
 
@@ -59,16 +61,9 @@ class NodeProcessError(RuntimeError):
     """The node process exited or did not become ready; the message carries its log tail."""
 
 
-def _kill_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def _finalize(procs: list[subprocess.Popen], workdir: Path, owned: bool) -> None:
     for proc in procs:
-        _kill_group(proc.pid, signal.SIGKILL)
+        stop_group(proc)
     if owned:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -138,7 +133,7 @@ class EmbeddedSession:
         exited = object()
 
         def ready():
-            if node.poll() is not None:
+            if not running(node):
                 return exited  # truthy: stop waiting at once (wait_for would retry an exception)
             try:
                 return self.client.wait_ready(0.2, generation_above)
@@ -150,7 +145,7 @@ class EmbeddedSession:
         except Exception as exc:
             raise NodeProcessError(f"{exc}\n{self.node_log_tail()}") from None
         if outcome is exited:
-            raise NodeProcessError(f"node exited with code {node.returncode}:\n{self.node_log_tail()}")
+            raise NodeProcessError(f"node exited with code {exit_status(node)}:\n{self.node_log_tail()}")
 
     def node_log_tail(self, lines: int = 30) -> str:
         try:
@@ -160,22 +155,16 @@ class EmbeddedSession:
 
     @property
     def node_pid(self) -> int | None:
-        return self._node.pid if self._node and self._node.poll() is None else None
+        return self._node.pid if running(self._node) else None
 
     def _stop_node(self, hard: bool) -> int | None:
         node = self._node
         if node is None:
             return None
-        if node.poll() is None:
-            _kill_group(node.pid, signal.SIGKILL if hard else signal.SIGTERM)
-            try:
-                node.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                _kill_group(node.pid, signal.SIGKILL)
-                node.wait(timeout=10)
+        code = stop_group(node, grace_s=0 if hard else NODE_STOP_GRACE_S)
         self._procs.remove(node)
         self._node = None
-        return node.returncode
+        return code
 
     def stop_node(self, hard: bool = True) -> int | None:
         """Stop the node (SIGKILL when hard) and leave it down; returns its exit code."""
@@ -228,7 +217,7 @@ class EmbeddedSession:
             self.driver.kill()
         else:
             self.driver.terminate()
-        if self._node is not None and self._node.poll() is None:
+        if running(self._node):
             name = self.driver.driver_name
             # a SIGKILLed driver leaves its sockets; the node drops it only when the socket goes away
             if not hard:
@@ -238,7 +227,7 @@ class EmbeddedSession:
     def start_driver(self) -> None:
         if self.driver is None:
             raise ConfigError("this session has no driver", field="driver_manifest", fix="open it with a manifest")
-        node_up = self._node is not None and self._node.poll() is None
+        node_up = running(self._node)
         before = self.client.ping(timeout=RPC_TIMEOUT_S).registrations if node_up else 0
         self.driver.start()
         self.driver.wait_registered()
@@ -296,11 +285,11 @@ class EmbeddedSession:
     def pause_driver(self) -> None:
         """SIGSTOP the driver: its calls hang until :meth:`resume_driver` (a driver busy answering)."""
         if self.driver is not None and self.driver.alive:
-            _kill_group(self.driver.pid, signal.SIGSTOP)
+            self.driver.signal(signal.SIGSTOP)
 
     def resume_driver(self) -> None:
-        if self.driver is not None and self.driver.pid is not None:
-            _kill_group(self.driver.pid, signal.SIGCONT)
+        if self.driver is not None:
+            self.driver.signal(signal.SIGCONT)
 
     def runtime_cpusets(self) -> dict[str, str]:
         """"<pod_uid>/<container>" -> the cpuset.cpus text the runtime holds."""
@@ -321,7 +310,7 @@ class EmbeddedSession:
             written.append(dest / name)
         (dest / "runtime-cpusets.yaml").write_text(yaml.safe_dump(self.runtime_cpusets(), sort_keys=True))
         written.append(dest / "runtime-cpusets.yaml")
-        if self._node is not None and self._node.poll() is None:
+        if running(self._node):
             from ..node.codec import snapshot_to_json
             try:
                 (dest / "snapshot.json").write_text(snapshot_to_json(self.snapshot()))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import weakref
 from pathlib import Path
@@ -13,6 +12,7 @@ import grpc
 
 from ..errors import ConfigError
 from ..paths import PROJECT_ROOT
+from ..procgroup import exit_status, running, signal_group, stop_group
 from ..protocol.protos import pluginregistration_pb2 as reg_pb2
 from ..protocol.protos import pluginregistration_pb2_grpc as reg_grpc
 from ..waiting import WaitTimeout, wait_for
@@ -34,13 +34,6 @@ def get_info(socket_path: Path | str, timeout: float = GETINFO_DEADLINE_S) -> re
     """Dial a registration socket and call GetInfo with a deadline."""
     with grpc.insecure_channel(f"unix:{socket_path}") as channel:
         return reg_grpc.RegistrationStub(channel).GetInfo(reg_pb2.InfoRequest(), timeout=timeout)
-
-
-def _kill_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 class DriverProcess:
@@ -71,12 +64,16 @@ class DriverProcess:
 
     @property
     def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return running(self._proc)  # never reaps: the group stays safe to signal (procgroup.py)
 
     @property
     def exit_code(self) -> int | None:
         """None while running (or never started); negative = killed by that signal."""
-        return self._proc.poll() if self._proc else None
+        return exit_status(self._proc)
+
+    def signal(self, sig: int) -> None:
+        """Send ``sig`` to the driver's process group (e.g. SIGSTOP/SIGCONT), if it has not been reaped."""
+        signal_group(self._proc, sig)
 
     def log_tail(self, lines: int = 20) -> str:
         try:
@@ -104,6 +101,7 @@ class DriverProcess:
         """Start the driver (its folders are created); does not wait for registration."""
         if self.alive:
             raise DriverError(f"driver {self.driver_name} is already running (pid {self.pid})")
+        stop_group(self._proc)  # an exited one: its leftover children go, its zombie is reaped
         argv = self.argv()
         for sock in (self.registration_socket, self.plugin_dir / "cci.sock"):
             if len(str(sock).encode()) > 107:
@@ -135,7 +133,7 @@ class DriverProcess:
         exited = object()
 
         def registered():
-            if self._proc is None or self._proc.poll() is not None:
+            if not running(self._proc):
                 return exited
             if not sock.exists():
                 return None
@@ -154,21 +152,11 @@ class DriverProcess:
 
     def terminate(self, timeout: float = 5.0) -> int | None:
         """SIGTERM the process group, then SIGKILL whatever is left after ``timeout``; return the exit code."""
-        if self._proc is None:
-            return None
-        if self._proc.poll() is None:
-            _kill_group(self._proc.pid, signal.SIGTERM)
-            try:
-                self._proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                pass
-        return self._reap()
+        return stop_group(self._proc, grace_s=timeout)
 
     def kill(self) -> int | None:
         """SIGKILL the process group at once (a crash, as kill -9 gives); return the exit code."""
-        if self._proc is None:
-            return None
-        return self._reap()
+        return stop_group(self._proc)
 
     def restart(self, hard: bool = True, timeout: float | None = None) -> reg_pb2.PluginInfo:
         """Stop (kill -9 when ``hard``, else SIGTERM), start again and wait for registration."""
@@ -188,21 +176,7 @@ class DriverProcess:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _reap(self) -> int | None:
-        proc = self._proc
-        assert proc is not None
-        _kill_group(proc.pid, signal.SIGKILL)  # children too, even after the leader exited
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
-            pass
-        return proc.returncode
-
 
 def _finalize(proc: subprocess.Popen) -> None:
     """Garbage-collected or interpreter exit: never leave a driver (or its children) running."""
-    _kill_group(proc.pid, signal.SIGKILL)
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:  # pragma: no cover
-        pass
+    stop_group(proc)

@@ -1,0 +1,54 @@
+"""Child process groups are signalled only while their leader is unreaped, so a reused pid is never hit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+from cci_conformance import procgroup
+from cci_conformance.waiting import wait_for
+
+
+def child(code: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+
+
+def test_an_exited_leader_stays_unreaped_until_stopped():
+    proc = child("raise SystemExit(3)")
+    wait_for(lambda: not procgroup.running(proc), 10, what="the child to exit")
+    assert proc.returncode is None  # not reaped: its pid (and group id) cannot be handed out again
+    assert os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    assert procgroup.exit_status(proc) == 3
+    assert procgroup.stop_group(proc) == 3 and proc.returncode == 3
+
+
+def test_a_reaped_leader_is_never_signalled(monkeypatch):
+    proc = child("pass")
+    proc.wait()
+    sent = []
+    monkeypatch.setattr(os, "killpg", lambda pgid, sig: sent.append((pgid, sig)))
+    procgroup.signal_group(proc, signal.SIGKILL)
+    procgroup.stop_group(proc)
+    assert sent == []  # its id may belong to another process by now
+
+
+def test_stop_group_kills_children_that_ignore_sigterm():
+    code = ("import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+            "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
+            "print(c.pid, flush=True); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True, stdout=subprocess.PIPE, text=True)
+    grandchild = int(proc.stdout.readline())
+    assert procgroup.stop_group(proc, grace_s=0.3) == -signal.SIGKILL
+    proc.stdout.close()
+
+    def gone() -> bool:
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            return True
+        with open(f"/proc/{grandchild}/stat") as fh:  # killed but not yet reaped by init
+            return fh.read().split()[2] == "Z"
+
+    wait_for(gone, 10, what="the grandchild to be killed")
