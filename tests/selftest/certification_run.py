@@ -25,6 +25,10 @@ class Certification:
     exit_code: int
     seconds: float
     output: str
+    evidence: dict[str, str]  # requirement id -> the node and driver log tails of its failed tests
+
+    def evidence_for(self, req_id: str) -> str:
+        return self.evidence.get(req_id, "(no evidence collected)")
 
     def with_status(self, *statuses: str) -> set[str]:
         return {rid for rid, s in self.statuses.items() if s in statuses}
@@ -42,10 +46,28 @@ def certify(driver: Path, topologies: list[str], modules: list[str] | None = Non
     try:
         proc = subprocess.run(argv, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
         report = json.loads((report_dir / "report.json").read_text())
+        evidence = _log_tails(report, report_dir)  # read now: the report dir goes below
     finally:
         subprocess.run(["rm", "-rf", str(report_dir)], check=False)
     reqs = report["requirements"]
     return Certification(statuses={r["id"]: r["status"] for r in reqs},
                          reasons={r["id"]: r.get("reason", "") for r in reqs if r["status"] != "pass"},
                          exit_code=proc.returncode, seconds=report["run"].get("duration_s", 0.0),
-                         output=proc.stdout[-4000:] + proc.stderr[-2000:])
+                         output=proc.stdout[-4000:] + proc.stderr[-2000:], evidence=evidence)
+
+
+def _log_tails(report: dict, report_dir: Path, lines: int = 25) -> dict[str, str]:
+    """For each failed requirement, the last lines of the logs its failed tests left as evidence."""
+    out = {}
+    for req in report["requirements"]:
+        if req["status"] != "fail":
+            continue
+        parts = []
+        for test in req["tests"]:
+            for rel in test.get("evidence", []):
+                path = report_dir / rel
+                if path.name in ("node.log", "driver.log") and path.is_file():
+                    tail = path.read_text(errors="replace").splitlines()[-lines:]
+                    parts.append(f"--- {rel}\n" + "\n".join(tail))
+        out[req["id"]] = "\n".join(parts)
+    return out

@@ -89,7 +89,7 @@ def test_mutant_fails_exactly_its_target_requirements(name, request):
     assert not missed, f"{name} was not caught by {sorted(missed)}: " + \
         "; ".join(f"{r}: {result.statuses.get(r)}" for r in sorted(missed))
     assert not unrelated, f"{name} also failed unrelated requirements: " + \
-        "; ".join(f"{r}: {result.reasons[r][:200]}" for r in sorted(unrelated))
+        "; ".join(f"{r}: {result.reasons[r][:2000]}\n{result.evidence_for(r)}" for r in sorted(unrelated))
     if not entry.get("modules"):  # a run of every suite leaves nothing untested
         assert not untested, f"{name}: untested {sorted(untested)}"
     assert result.exit_code == 1
