@@ -32,6 +32,10 @@ class Requirement:
     notes: str = ""
     modes: tuple[str, ...] = ()  # node modes it applies in; () = every mode
 
+    def applies_in(self, node_mode: str | None) -> bool:
+        """False only when the catalog scopes it to other modes than a known ``node_mode``."""
+        return not self.modes or node_mode is None or node_mode in self.modes
+
 
 @dataclass(frozen=True)
 class Catalog:

@@ -73,7 +73,7 @@ def requirement_verdict(req: Requirement, results: list[TestResult], node_mode: 
     bad = _first(results, (FAILED, ERROR))
     if bad:
         return Verdict(FAIL, f"{bad.nodeid}: {bad.reason}" if bad.reason else bad.nodeid)
-    if req.modes and node_mode is not None and node_mode not in req.modes:
+    if not req.applies_in(node_mode):
         return Verdict(NA, f"applies in {' and '.join(req.modes)} mode only; this run's node profile is in "
                            f"{node_mode} mode")
     if not results:

@@ -57,8 +57,8 @@ def build_report(*, catalog: Catalog, results: dict[str, TestResult], run: dict,
             "untested_required": [r["id"] for r in requirements if r["required"] and r["status"] == "untested"],
             "failed_optional": [r["id"] for r in requirements if not r["required"] and r["status"] == "fail"],
             # certified for this node mode only: these apply in other modes (catalog ``modes``)
-            "other_mode_requirements": [r.id for r in catalog.requirements if r.modes and run.get("node_mode")
-                                        and run["node_mode"] not in r.modes],
+            "other_mode_requirements": [r.id for r in catalog.requirements
+                                        if not r.applies_in(run.get("node_mode"))],
         },
         "areas": areas,
         "requirements": requirements,
