@@ -4,21 +4,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..crclines import split_lines
 from .checkpoint import CCI_JOURNAL_FILE, CCI_STATE_FILE, decode, restore_error
-
-
-@dataclass
-class Replayed:
-    """The snapshot's Data with its journal applied, and where the journal's last good record ends."""
-
-    data: dict
-    epoch: int
-    seq: int
-    end: int
 
 
 def _int(value, what: str, path) -> int:
@@ -45,8 +34,9 @@ def _apply(record: dict, data: dict, containers: dict, pending: dict, path) -> N
 
 
 def replay(snapshot: bytes | None, journal: bytes | None, snapshot_path: Path | str,
-           journal_path: Path | str) -> Replayed | None:
-    """Verify and combine the two files (None: nothing saved); CheckpointError names the file and the fix.
+           journal_path: Path | str) -> dict | None:
+    """The snapshot's Data with its journal applied (None: nothing saved); CheckpointError names the file
+    and the fix.
 
     A journal record is applied when its ``epoch`` is the snapshot's ``journalEpoch`` and its ``seq``
     the next one. Records of an older epoch were written before the snapshot that superseded them (a
@@ -67,8 +57,8 @@ def replay(snapshot: bytes | None, journal: bytes | None, snapshot_path: Path | 
         pending = {str(_int(e["id"], "a pending entry's id", snapshot_path)): e for e in data["pending"]}
     except (KeyError, TypeError) as exc:
         raise restore_error(snapshot_path, f"unusable content (missing {exc})") from None
-    seq = end = 0
-    for number, (record, stop, _) in enumerate(lines, 1):
+    seq = 0
+    for number, (record, _, _) in enumerate(lines, 1):
         if record is None:
             raise restore_error(journal_path, f"line {number} is damaged (a whole line whose CRC-32 does not "
                                               "match, not a write cut short)")
@@ -82,29 +72,26 @@ def replay(snapshot: bytes | None, journal: bytes | None, snapshot_path: Path | 
             raise restore_error(journal_path, f"record {seq + 1} of epoch {epoch} is missing (line {number} is "
                                               f"record {record.get('seq')!r})")
         _apply(record, data, containers, pending, journal_path)
-        seq, end = seq + 1, stop
+        seq += 1
     data["containers"] = [containers[k] for k in sorted(containers, key=lambda k: (containers[k]["podUID"],
                                                                                    containers[k]["container"]))]
     data["pending"] = [pending[k] for k in sorted(pending, key=int)]
-    return Replayed(data, epoch, seq, end)
+    return data
 
 
-def read_cci_state(files: Mapping[str, bytes], where: Path | str = ".") -> dict:
+def read_cci_state(files: Mapping[str, bytes]) -> dict:
     """The node's store as one Data object, from the raw ``cci_manager_state`` files ({} when none).
 
     For readers of a node's files (suites, evidence, tests): the same replay the node does at start.
     """
-    replayed = replay(files.get(CCI_STATE_FILE), files.get(CCI_JOURNAL_FILE), Path(where) / CCI_STATE_FILE,
-                      Path(where) / CCI_JOURNAL_FILE)
-    return replayed.data if replayed is not None else {}
+    return replay(files.get(CCI_STATE_FILE), files.get(CCI_JOURNAL_FILE), CCI_STATE_FILE, CCI_JOURNAL_FILE) or {}
 
 
 class JournalWriter:
     """Appends records to the journal file; each is on disk (fdatasync) before ``append`` returns."""
 
-    def __init__(self, path: Path | str, durable: bool = True):
+    def __init__(self, path: Path | str):
         self.path = os.fspath(path)
-        self.durable = durable
         self.size = 0
         self._fd: int | None = None
 
@@ -113,7 +100,7 @@ class JournalWriter:
             created = not os.path.exists(self.path)
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             self.size = os.fstat(self._fd).st_size
-            if created and self.durable:  # the new name must survive a power loss too
+            if created:  # the new name must survive a power loss too
                 dfd = os.open(os.path.dirname(self.path) or ".", os.O_RDONLY)
                 try:
                     os.fsync(dfd)
@@ -127,19 +114,12 @@ class JournalWriter:
         while written < len(line):
             written += os.pwrite(fd, line[written:], self.size + written)
         self.size += len(line)
-        if self.durable:
-            os.fdatasync(fd)
+        os.fdatasync(fd)
 
-    def truncate(self, size: int = 0) -> None:
-        """Cut the journal to ``size`` bytes (0 after a snapshot took its records in)."""
+    def empty(self) -> None:
+        """Cut the journal to nothing (a snapshot took its records in)."""
         fd = self._open()
-        if self.size != size:
-            os.ftruncate(fd, size)
-            self.size = size
-            if self.durable:
-                os.fdatasync(fd)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self.size:
+            os.ftruncate(fd, 0)
+            self.size = 0
+            os.fdatasync(fd)

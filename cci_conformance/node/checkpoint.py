@@ -71,15 +71,17 @@ def encode_parts(parts: list[bytes], escaped: list[bytes]) -> bytes:
     return b'{"Data":"' + b"".join(escaped) + b'","Checksum":' + str(crc & 0xFFFFFFFF).encode() + b"}"
 
 
-def restore_error(path: Path | str, problem: str) -> CheckpointError:
-    """The kubelet's CPU manager restore-failure advice (policy_static.go), for ``cci_manager_state`` + journal."""
+def restore_error(path: Path | str, problem: str, also: Path | str | None = None) -> CheckpointError:
+    """The kubelet's CPU manager restore-failure advice (policy_static.go), for ``cci_manager_state`` + journal
+    (and ``also``, a file written with them that must go too)."""
     snapshot = os.path.join(os.path.dirname(path), CCI_STATE_FILE)
     journal = os.path.join(os.path.dirname(path), CCI_JOURNAL_FILE)
+    extra = f" (and {str(also)!r})" if also is not None else ""
     return CheckpointError(
         f"could not restore state from checkpoint: {os.path.basename(path)}: {problem}, please drain this node "
-        f"and delete the CCI manager checkpoint file {snapshot!r} and its journal {journal!r} before restarting "
-        "the node (the CCI drivers keep their own state: remove their grants too, e.g. by restarting them with an "
-        "empty state directory)")
+        f"and delete the CCI manager checkpoint file {snapshot!r} and its journal {journal!r}{extra} before "
+        "restarting the node (the CCI drivers keep their own state: remove their grants too, e.g. by restarting "
+        "them with an empty state directory)")
 
 
 def decode(raw: bytes, path: Path) -> dict:

@@ -52,16 +52,8 @@ class Runtime:
             os.mkdir(cdir)
         except FileExistsError:  # left by an admission that never committed: replace its file atomically
             self._write(key, cpus)
-            return
-        # A new directory nobody reads yet: one plain write. A kill mid-write leaves a container the
-        # store either does not know (deleted at restart) or re-applies at restart (Node._reconcile).
-        fd = os.open(f"{cdir}/{CPUSET_FILE}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, cpulist(cpus).encode() + b"\n")
-        finally:
-            os.close(fd)
-        self.applied[key] = cpus
-        self.written.add(key)
+        else:
+            self._write(key, cpus, fresh=True)
 
     def apply(self, key: Key, cpus: CPUs) -> bool:
         """Set a container's cpuset (CRI UpdateContainerResources); returns whether the file changed."""
@@ -70,9 +62,19 @@ class Runtime:
         self._write(key, cpus)
         return True
 
-    def _write(self, key: Key, cpus: CPUs) -> None:
-        # Atomic (temp + rename) so a reader never sees a half-written cpulist; no fsync: cgroupfs is not durable.
-        write_atomic(f"{self.cgroup_dir(key)}/{CPUSET_FILE}", cpulist(cpus).encode() + b"\n", durable=False)
+    def _write(self, key: Key, cpus: CPUs, fresh: bool = False) -> None:
+        path, data = f"{self.cgroup_dir(key)}/{CPUSET_FILE}", cpulist(cpus).encode() + b"\n"
+        if fresh:
+            # A new directory nobody reads yet: one plain write. A kill mid-write leaves a container the
+            # store either does not know (deleted at restart) or re-applies at restart (Node._reconcile).
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+        else:
+            # Atomic (temp + rename) so a reader never sees a half-written cpulist; no fsync: cgroupfs is not durable.
+            write_atomic(path, data, durable=False)
         self.applied[key] = cpus
         self.written.add(key)
 

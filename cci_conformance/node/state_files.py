@@ -19,6 +19,7 @@ from .checkpoint import (
     CheckpointError,
     canonical,
     encode_parts,
+    restore_error,
     write_atomic,
 )
 from .cpumanager import CPUManagerState, CPUManagerStateError, StateValidationError, StaticPolicy, dumps, loads
@@ -79,13 +80,13 @@ class StateFiles:
         self._meta: tuple[tuple, str] = ((), "")
         self._fragments_ready = False
         # the journal (cci_journal.py): epoch of the snapshot on disk (None: none written by this process yet)
-        self.journal = JournalWriter(Path(root) / CCI_JOURNAL_FILE, durable=True)
+        self.journal = JournalWriter(Path(root) / CCI_JOURNAL_FILE)
         self._epoch: int | None = None
         self._loaded_epoch = 0
         self._seq = 0
         self._snapshot_bytes = 0
         self._next_id = 1  # of pending entries
-        self._saved_meta: tuple = (None, None)
+        self._saved_current: int | None = None  # cpu_manager_state checksum the journal last recorded
         self._saved_generation: int | None = None
         self._saved_pending: dict[str, str] = {}
         # the constant pieces of Data around the container list, in sorted-key order
@@ -117,12 +118,13 @@ class StateFiles:
             self.journal.size >= max(JOURNAL_MIN_BYTES, 2 * self._snapshot_bytes)
         changed = self._update_fragments(dirty if self._fragments_ready else dirty | set(self.store.records))
         self._fragments_ready = True
+        texts: dict[str, str] = {}
         for entry in pending:  # a pending entry's id is its journal key; ids only grow
             if "id" not in entry:
                 entry["id"] = self._next_id
                 self._next_id += 1
-        known = self._saved_pending  # an entry never changes once written: reuse its text
-        texts = {k: known.get(k) or canonical(e) for e, k in ((e, str(e["id"])) for e in pending)}
+            key = str(entry["id"])
+            texts[key] = self._saved_pending.get(key) or canonical(entry)  # entries never change once written
         meta = (current, self._cpu_checksum)
         if snapshot:
             self._write_snapshot(generation, meta, texts)
@@ -131,7 +133,7 @@ class StateFiles:
             if changed:
                 parts.insert(0, '"containers":{' + ",".join(
                     f"{json.dumps(k)}:{changed[k] or 'null'}" for k in sorted(changed)) + "}")
-            if meta[0] != self._saved_meta[0]:  # "previous" matters only until the new file is written
+            if current != self._saved_current:  # "previous" matters only until the new file is written
                 parts.insert(-1, '"cpuManagerState":' + self._meta_text(meta))
             if generation != self._saved_generation:
                 parts.append(f'"generation":{generation}')
@@ -142,7 +144,7 @@ class StateFiles:
             if len(parts) > 1:  # something besides the epoch changed (keys in sorted order, as canonical())
                 self._seq += 1
                 self.journal.append(encode_line("{" + ",".join(parts) + f',"seq":{self._seq}' + "}"))
-        self._saved_meta, self._saved_generation, self._saved_pending = meta, generation, texts
+        self._saved_current, self._saved_generation, self._saved_pending = current, generation, texts
         if cpu_bytes is not None:
             write_atomic(self.cpu_path, cpu_bytes)
             self._cpu_key = cpu_key
@@ -183,7 +185,7 @@ class StateFiles:
                            [_HEAD_ESCAPED, self._containers[2], _escape(tail).encode()])
         write_atomic(self.cci_path, raw)
         # a kill here leaves records of the old epoch in the journal: replay skips them (cci_journal.replay)
-        self.journal.truncate(0)
+        self.journal.empty()
         self._epoch, self._seq, self._snapshot_bytes = epoch, 0, len(raw)
 
     def _update_fragments(self, keys: set) -> dict[str, str | None]:
@@ -213,10 +215,9 @@ class StateFiles:
     def load(self) -> Loaded:
         out = Loaded()
         cpu_meta = {}
-        replayed = replay(_read(self.cci_path), _read(self.journal.path), self.cci_path, self.journal.path)
-        if replayed is not None:
-            data = replayed.data
-            self._loaded_epoch = replayed.epoch  # the next snapshot continues the epochs
+        data = replay(_read(self.cci_path), _read(self.journal.path), self.cci_path, self.journal.path)
+        if data is not None:
+            self._loaded_epoch = data["journalEpoch"]  # the next snapshot continues the epochs
             try:
                 if data["mode"] != self.config.mode:
                     raise ValueError(f"configured mode {self.config.mode!r} differs from checkpoint mode "
@@ -254,7 +255,4 @@ class StateFiles:
         return out
 
     def cci_error(self, problem: str) -> CheckpointError:
-        return CheckpointError(
-            f"could not restore state from checkpoint: {problem}, please drain this node and delete the CCI manager "
-            f"checkpoint file {str(self.cci_path)!r} and its journal {self.journal.path!r} (and "
-            f"{str(self.cpu_path)!r}) before restarting the node")
+        return restore_error(self.cci_path, problem, also=self.cpu_path)

@@ -87,7 +87,7 @@ class Recorder:
 
     def __init__(self, monkeypatch):
         self.ops: list[tuple[str, str, bytes | int]] = []
-        real_write, real_append, real_truncate = sf.write_atomic, JournalWriter.append, JournalWriter.truncate
+        real_write, real_append, real_empty = sf.write_atomic, JournalWriter.append, JournalWriter.empty
         ops = self.ops
 
         def write_atomic(path, data, **kw):
@@ -98,13 +98,13 @@ class Recorder:
             ops.append((CCI_JOURNAL_FILE, "append", line))
             real_append(writer, line)
 
-        def truncate(writer, size=0):
-            ops.append((CCI_JOURNAL_FILE, "truncate", size))
-            real_truncate(writer, size)
+        def empty(writer):
+            ops.append((CCI_JOURNAL_FILE, "truncate", 0))
+            real_empty(writer)
 
         monkeypatch.setattr(sf, "write_atomic", write_atomic)
         monkeypatch.setattr(JournalWriter, "append", append)
-        monkeypatch.setattr(JournalWriter, "truncate", truncate)
+        monkeypatch.setattr(JournalWriter, "empty", empty)
 
 
 def perform(files: dict[str, bytes], name: str, kind: str, arg) -> None:
