@@ -68,7 +68,7 @@ class PluginWatcher:
         self.drivers: dict[str, DriverConn] = {}
         self.refused: dict[str, str] = {}  # registration socket -> reason
         self.registrations = 0  # successful registrations since start (a restarted driver counts again)
-        self._seen: dict[str, tuple[int, int, int]] = {}  # socket -> (inode, mtime, ctime) handled
+        self._seen: dict[str, Ident] = {}  # socket -> the identity of the file that answered
         self._retry_at: dict[str, float] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -104,7 +104,7 @@ class PluginWatcher:
             self._stop.wait(self.poll_s)
 
     def poll_once(self) -> None:
-        present: dict[str, tuple[int, int, int]] = {}
+        present: dict[str, Ident] = {}
         try:
             entries = list(os.scandir(self.registry_dir))
         except OSError:
@@ -115,37 +115,52 @@ class PluginWatcher:
             except OSError:
                 continue
             if stat.S_ISSOCK(st.st_mode):
-                present[entry.path] = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+                present[entry.path] = _ident(st)
         for path in list(self._seen):
-            if present.get(path) != self._seen[path]:
+            if path not in present:
                 self._forget(path)
+            elif present[path] != self._seen[path]:
+                # Re-created (a restarted driver) or touched: ask it again, but keep the driver registered
+                # until that fails: an admission between two polls must not see a gap (docs/spec.md S3.8).
+                del self._seen[path]
+                self.refused.pop(path, None)
+                self._retry_at.pop(path, None)
         now = time.monotonic()
-        for path, ident in present.items():
+        for path in present:
             if path in self._seen or self._retry_at.get(path, 0.0) > now:
                 continue
-            if self._register(path):
+            ident = self._register(path)
+            if ident is not None:
                 self._seen[path] = ident
                 self._retry_at.pop(path, None)
-            else:  # not answering yet: retry soon, backing off up to 1 s
+            else:  # not answering (yet): whatever it registered is gone; retry soon, backing off up to 1 s
+                self._forget(path)
                 self._retry_at[path] = now + min(1.0, self.poll_s * 4)
 
     def _forget(self, path: str) -> None:
-        """The socket went away or was re-created: deregister whatever it registered."""
+        """The socket went away, or its replacement does not answer: deregister whatever it registered."""
         self._seen.pop(path, None)
         self.refused.pop(path, None)
-        with self._lock:
-            for name, conn in list(self.drivers.items()):
-                if conn.registration_socket == path:
-                    log.info("driver %s deregistered: registration socket %s went away", name, path)
-                    conn.close()
-                    del self.drivers[name]
+        self._drop_registered_by(path)
 
-    def _register(self, path: str) -> bool:
-        """GetInfo + validate + NotifyRegistrationStatus; False when the plugin did not answer (retry)."""
+    def _register(self, path: str) -> Ident | None:
+        """GetInfo + validate + NotifyRegistrationStatus; the identity of the socket that answered, or None.
+
+        The socket is stat'ed right before dialling and again after the answer: only when both agree do we
+        know which file answered. Taking the identity from the directory scan instead recorded a stale
+        socket's identity when a restarting driver replaced it between the scan and GetInfo, and the next
+        poll then saw a "change" and deregistered a driver that was serving (the flake of issue 12).
+        """
+        before = _stat_ident(path)
+        if before is None:
+            return None
         try:
             with grpc.insecure_channel(f"unix:{path}") as channel:
                 stub = reg_grpc.RegistrationStub(channel)
                 info = stub.GetInfo(reg_pb2.InfoRequest(), timeout=self.rpc_timeout_s)
+                if _stat_ident(path) != before:
+                    log.info("registration socket %s was replaced while asked; will ask again", path)
+                    return None
                 reason = validate_info(info, self.plugins_dir)
                 try:
                     stub.NotifyRegistrationStatus(
@@ -155,24 +170,57 @@ class PluginWatcher:
                     log.warning("NotifyRegistrationStatus to %s failed: %s", path, exc.code())
         except grpc.RpcError as exc:
             log.info("GetInfo on %s failed (%s); will retry", path, exc.code())
-            return False
+            return None
         if reason:
             log.warning("refused plugin at %s: %s", path, reason)
             self.refused[path] = reason
-            return True
-        # a driver restarts behind the same endpoint: reconnect quickly instead of gRPC's 1 s+ backoff
-        channel = grpc.insecure_channel(f"unix:{info.endpoint}", options=[
-            ("grpc.initial_reconnect_backoff_ms", 20), ("grpc.min_reconnect_backoff_ms", 20),
-            ("grpc.max_reconnect_backoff_ms", 200)])
-        conn = DriverConn(info.name, info.endpoint, path, channel, cci_grpc.CCIDriverStub(channel))
+            self._drop_registered_by(path)
+            return before
         with self._lock:
-            old = self.drivers.pop(info.name, None)
-            self.drivers[info.name] = conn
-        if old is not None:
-            old.close()
+            old = self.drivers.get(info.name)
+            if old is not None and old.endpoint == info.endpoint:
+                # The same driver again (restarted, or its socket touched): keep the open channel, which
+                # reconnects by itself, so a call in flight or an admission between Admit and Add goes on.
+                old.registration_socket = path
+                conn, stale = old, None
+            else:
+                # a driver restarts behind the same endpoint: reconnect quickly instead of gRPC's 1 s+ backoff
+                channel = grpc.insecure_channel(f"unix:{info.endpoint}", options=[
+                    ("grpc.initial_reconnect_backoff_ms", 20), ("grpc.min_reconnect_backoff_ms", 20),
+                    ("grpc.max_reconnect_backoff_ms", 200)])
+                conn = DriverConn(info.name, info.endpoint, path, channel, cci_grpc.CCIDriverStub(channel))
+                self.drivers[info.name] = conn
+                stale = old
+        if stale is not None:
+            stale.close()
         log.info("driver %s registered (endpoint %s)", info.name, info.endpoint)
         if self.on_register is not None:
             self.on_register(info.name)  # owed Removes first, so a caller seeing the count sees them delivered
         with self._lock:
             self.registrations += 1
-        return True
+        return before
+
+    def _drop_registered_by(self, path: str) -> None:
+        with self._lock:
+            for name, conn in list(self.drivers.items()):
+                if conn.registration_socket == path:
+                    log.info("driver %s deregistered: registration socket %s went away or no longer answers",
+                             name, path)
+                    conn.close()
+                    del self.drivers[name]
+
+
+Ident = tuple[int, int, int]
+
+
+def _ident(st: os.stat_result) -> Ident:
+    """What tells one socket file from its replacement: inode, mtime and ctime."""
+    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _stat_ident(path: str) -> Ident | None:
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return _ident(st) if stat.S_ISSOCK(st.st_mode) else None
