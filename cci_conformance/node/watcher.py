@@ -70,6 +70,7 @@ class PluginWatcher:
         self.registrations = 0  # successful registrations since start (a restarted driver counts again)
         self._seen: dict[str, Ident] = {}  # socket -> the identity of the file that answered
         self._retry_at: dict[str, float] = {}
+        self._retired: list[tuple[float, DriverConn]] = []  # (close after, connection) replaced by a re-registration
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="plugin-watcher", daemon=True)
@@ -83,9 +84,10 @@ class PluginWatcher:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
         with self._lock:
-            for conn in self.drivers.values():
+            for conn in [*self.drivers.values(), *(conn for _, conn in self._retired)]:
                 conn.close()
             self.drivers.clear()
+            self._retired.clear()
 
     def get(self, name: str) -> DriverConn | None:
         with self._lock:
@@ -104,6 +106,7 @@ class PluginWatcher:
             self._stop.wait(self.poll_s)
 
     def poll_once(self) -> None:
+        self._close_retired()
         present: dict[str, Ident] = {}
         try:
             entries = list(os.scandir(self.registry_dir))
@@ -176,29 +179,34 @@ class PluginWatcher:
             self.refused[path] = reason
             self._drop_registered_by(path)
             return before
+        # A driver restarts behind the same endpoint: reconnect quickly instead of gRPC's 1 s+ backoff, and on
+        # a subchannel of this channel's own: gRPC otherwise shares one per target with the replaced channel,
+        # whose connection may still be in backoff from the driver that died.
+        channel = grpc.insecure_channel(f"unix:{info.endpoint}", options=[
+            ("grpc.initial_reconnect_backoff_ms", 20), ("grpc.min_reconnect_backoff_ms", 20),
+            ("grpc.max_reconnect_backoff_ms", 200), ("grpc.use_local_subchannel_pool", 1)])
+        conn = DriverConn(info.name, info.endpoint, path, channel, cci_grpc.CCIDriverStub(channel))
         with self._lock:
             old = self.drivers.get(info.name)
-            if old is not None and old.endpoint == info.endpoint:
-                # The same driver again (restarted, or its socket touched): keep the open channel, which
-                # reconnects by itself, so a call in flight or an admission between Admit and Add goes on.
-                old.registration_socket = path
-                conn, stale = old, None
-            else:
-                # a driver restarts behind the same endpoint: reconnect quickly instead of gRPC's 1 s+ backoff
-                channel = grpc.insecure_channel(f"unix:{info.endpoint}", options=[
-                    ("grpc.initial_reconnect_backoff_ms", 20), ("grpc.min_reconnect_backoff_ms", 20),
-                    ("grpc.max_reconnect_backoff_ms", 200)])
-                conn = DriverConn(info.name, info.endpoint, path, channel, cci_grpc.CCIDriverStub(channel))
-                self.drivers[info.name] = conn
-                stale = old
-        if stale is not None:
-            stale.close()
+            self.drivers[info.name] = conn
+            if old is not None:
+                # A fresh channel serves the next call at once (the old one may sit in reconnect backoff after
+                # the driver was down); the old one closes once any call still on it has met its deadline.
+                self._retired.append((time.monotonic() + self.rpc_timeout_s + 1.0, old))
         log.info("driver %s registered (endpoint %s)", info.name, info.endpoint)
         if self.on_register is not None:
             self.on_register(info.name)  # owed Removes first, so a caller seeing the count sees them delivered
         with self._lock:
             self.registrations += 1
         return before
+
+    def _close_retired(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            due = [conn for when, conn in self._retired if when <= now]
+            self._retired = [(when, conn) for when, conn in self._retired if when > now]
+        for conn in due:
+            conn.close()
 
     def _drop_registered_by(self, path: str) -> None:
         with self._lock:

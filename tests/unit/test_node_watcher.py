@@ -8,6 +8,7 @@ import socket
 import tempfile
 from pathlib import Path
 
+import grpc
 import pytest
 
 from cci_conformance.node.fakedriver import FakeDriver
@@ -68,21 +69,27 @@ def test_socket_replaced_between_scan_and_getinfo_is_not_deregistered_later(kube
         driver.stop()
 
 
-def test_restarted_driver_keeps_its_connection_and_counts_a_registration(kubelet_root, watcher):
-    """A driver re-created behind the same endpoint stays registered through the poll that notices it."""
+def test_restarted_driver_is_registered_throughout_and_served_at_once(kubelet_root, watcher):
+    """A driver re-created behind the same endpoint stays registered through the poll that notices it; the
+    next call reaches the new process at once (a fresh channel, not one in reconnect backoff)."""
     first = FakeDriver(kubelet_root).start()
     try:
         watcher.poll_once()
-        conn = watcher.get("fake")
-        assert conn is not None
+        old = watcher.get("fake")
+        assert old is not None
     finally:
         first.stop()
+    with pytest.raises(grpc.RpcError):  # the dead driver's channel goes into reconnect backoff
+        old.stub.CCIAdmit(pb.AdmitRequest(claim_uid="dead", availableCpus="0-3"), timeout=2.0)
     second = FakeDriver(kubelet_root).start()
     try:
         watcher.poll_once()
-        assert watcher.get("fake") is conn and watcher.registrations == 2
+        conn = watcher.get("fake")
+        assert conn is not None and watcher.registrations == 2
         reply = conn.stub.CCIAdmit(pb.AdmitRequest(claim_uid="u", availableCpus="0-3"), timeout=5.0)
         assert reply.err == "" and second.of("admit")
+        # the replaced channel stays open for calls still on it (closed after their deadline)
+        old.stub.CCIAdmit(pb.AdmitRequest(claim_uid="v", availableCpus="0-3"), timeout=5.0, wait_for_ready=True)
     finally:
         second.stop()
 
@@ -91,11 +98,15 @@ def test_touched_socket_is_asked_again_without_a_gap(kubelet_root, watcher):
     """A socket whose times changed is re-registered; the driver is registered before, during and after."""
     with FakeDriver(kubelet_root) as driver:
         watcher.poll_once()
-        conn = watcher.get("fake")
+        assert watcher.get("fake") is not None
         st = os.stat(driver.reg_socket)
         os.utime(driver.reg_socket, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+        seen_during = []
+        original = watcher._register
+        watcher._register = lambda path: (seen_during.append(watcher.get("fake")), original(path))[1]
         watcher.poll_once()
-        assert watcher.get("fake") is conn and watcher.registrations == 2
+        assert seen_during and seen_during[0] is not None, "the driver was dropped before it was asked again"
+        assert watcher.get("fake") is not None and watcher.registrations == 2
 
 
 def test_replacement_that_does_not_answer_deregisters(kubelet_root, watcher):
