@@ -70,6 +70,34 @@ def file_sha256(path: Path) -> str | None:
         return None
 
 
+# Never part of what a driver is: interpreter and tool caches the run itself may write into the folder.
+DIGEST_SKIP_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".git"})
+DIGEST_SKIP_SUFFIXES = (".pyc", ".pyo")
+
+
+def folder_digest(folder: Path) -> dict | None:
+    """sha256 over the folder's files in sorted relative-path order, each as ``path NUL size NUL content``.
+
+    The driver's command runs in its manifest's folder, so this identifies what ran on the embedded
+    backend (a certificate naming only the YAML would also fit a changed driver). None when unreadable.
+    """
+    folder = Path(folder)
+    files = []
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d not in DIGEST_SKIP_DIRS)
+        files += [Path(root) / n for n in names if not n.endswith(DIGEST_SKIP_SUFFIXES)]
+    digest = hashlib.sha256()
+    try:
+        for path in sorted(files, key=lambda p: p.relative_to(folder).as_posix()):
+            digest.update(f"{path.relative_to(folder).as_posix()}\0{path.stat().st_size}\0".encode())
+            with path.open("rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(chunk)
+    except OSError:
+        return None
+    return {"algorithm": "sha256", "of": "folder", "value": digest.hexdigest(), "files": len(files)}
+
+
 def copy_manifest(report_dir: Path, manifest_path: Path) -> Path | None:
     """Copy the driver manifest into the bundle (the certified driver is identified by it and its hash)."""
     source = Path(manifest_path)

@@ -16,6 +16,9 @@ from ..protocol.capabilities import KNOWN_CAPABILITIES
 
 CATALOG_PATH = SUITES_DIR / "requirements.yaml"
 SCHEMA_PATH = REPORTS_DIR / "schemas" / "requirements.schema.json"
+# Requirement kinds (docs/spec.md §4.3): a driver obligation, or a check of the harness's own node that
+# no driver can fail; such a precondition must pass for the run to say anything, but is not the driver's pass.
+DRIVER, NODE_PRECONDITION = "driver", "node-precondition"
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,11 @@ class Requirement:
     tests: tuple[str, ...]
     notes: str = ""
     modes: tuple[str, ...] = ()  # node modes it applies in; () = every mode
+    kind: str = DRIVER  # or NODE_PRECONDITION
+
+    @property
+    def is_precondition(self) -> bool:
+        return self.kind == NODE_PRECONDITION
 
     def applies_in(self, node_mode: str | None) -> bool:
         """False only when the catalog scopes it to other modes than a known ``node_mode``."""
@@ -125,7 +133,8 @@ def parse_catalog(data: object, path: Path) -> Catalog:
                               fix="use null or one of: " + ", ".join(KNOWN_CAPABILITIES))
         reqs.append(Requirement(id=rid, area=raw["area"], text=raw["text"], source=raw["source"],
                                 capability=cap, required=raw["required"], tests=tuple(raw["tests"]),
-                                notes=raw.get("notes", ""), modes=tuple(raw.get("modes", ()))))
+                                notes=raw.get("notes", ""), modes=tuple(raw.get("modes", ())),
+                                kind=raw.get("kind", DRIVER)))
     return Catalog(path=path, areas=areas, requirements=tuple(reqs))
 
 

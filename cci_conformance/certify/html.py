@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from html import escape
 
+from .summary import verdict_label
 from .svg import growth_curve, histogram
 
 CSS = """
@@ -30,6 +31,8 @@ def _run_table(run: dict) -> str:
         ("driver", f"{driver['name']} {driver.get('version') or ''}".strip()),
         ("capabilities", ", ".join(driver["capabilities"]) or "none"),
         ("manifest", f"{driver['manifest']} (sha256 {driver.get('manifest_sha256') or '?'})"),
+        ("what ran", f"{(driver.get('digest') or {}).get('of', '?')} sha256 "
+                     f"{(driver.get('digest') or {}).get('value', '?')} ({(driver.get('digest') or {}).get('files', '?')} files)"),
         ("topologies", ", ".join(f"{t['name']} ({t.get('cpus', '?')} CPUs)" for t in run["topologies"])),
         ("backend / node profile", f"{run['backend']} / {run['node_profile']} ({run.get('node_mode') or '?'} mode)"),
         ("latency profile", (run["profile"] or {}).get("name", "?")),
@@ -48,6 +51,10 @@ def _area_table(report: dict) -> str:
         c = area["counts"]
         rows.append(f"<tr><td title='{_e(area['title'])}'>{_e(area['key'])}</td><td>{c['pass']}</td>"
                     f"<td>{c['fail']}</td><td>{c['not-applicable']}</td><td>{c['untested']}</td></tr>")
+    c = report["verdict"]["preconditions"]["counts"]
+    rows.append(f"<tr class='not-applicable'><td title='checks of the harness&#39;s own node: they must pass for the "
+                f"run to be valid and are not the driver&#39;s passes'>node preconditions</td><td>{c['pass']}</td>"
+                f"<td>{c['fail']}</td><td>{c['not-applicable']}</td><td>{c['untested']}</td></tr>")
     return f"<table>{head}{''.join(rows)}</table>"
 
 
@@ -55,7 +62,8 @@ def _requirements_table(report: dict) -> str:
     head = "<tr><th>id</th><th>status</th><th>requirement</th><th>source</th><th>why</th></tr>"
     rows = []
     for req in report["requirements"]:
-        req_mark = "" if req["required"] else " (optional)"
+        req_mark = " (node precondition)" if req.get("kind") == "node-precondition" else \
+            "" if req["required"] else " (optional)"
         cap = f"<br><small>capability: {_e(req['capability'])}</small>" if req["capability"] else ""
         rows.append(f"<tr class='{_e(req['status'])}'><td id='{_e(req['id'])}'>{_e(req['id'])}</td>"
                     f"<td>{_e(req['status'])}{req_mark}</td><td>{_e(req['text'])}{cap}</td>"
@@ -124,14 +132,16 @@ def _scope(report: dict) -> str:
 
 def render_html(report: dict) -> str:
     verdict = report["verdict"]
-    state = "CERTIFIED" if verdict["certified"] else "NOT CERTIFIED"
+    state = verdict_label(verdict)
     cls = "pass" if verdict["certified"] else "fail"
+    stopped = report["run"].get("stopped_early")
     driver = report["run"]["driver"]["name"] or "?"
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>cci-conformance: {_e(driver)}: {state}</title><style>{CSS}</style></head><body>"
+        f"<title>cci-conformance: {_e(driver)}: {_e(state.split(':')[0])}</title><style>{CSS}</style></head><body>"
         f"<h1>CCI driver certification: {_e(driver)}</h1>"
-        f"<p class='verdict {cls}'>{state}</p>{_scope(report)}"
+        f"<p class='verdict {cls}'>{_e(state)}</p>{_scope(report)}"
+        + (f"<p class='fail'>Stopped before any test: {_e(stopped)}</p>" if stopped else "") +
         f"{_run_table(report['run'])}"
         f"<h2>Summary by area</h2>{_area_table(report)}"
         f"<h2>Failures</h2>{_failures(report)}"

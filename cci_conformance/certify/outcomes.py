@@ -115,6 +115,7 @@ def results_by_requirement(catalog: Catalog, results: dict[str, TestResult]) -> 
     return by_req
 
 
-def is_certified(catalog: Catalog, statuses: dict[str, str]) -> bool:
-    """Every required requirement passed or does not apply to the declared capabilities."""
-    return all(statuses[r.id] in (PASS, NA) for r in catalog.requirements if r.required)
+def is_certified(catalog: Catalog, statuses: dict[str, str], kind: str | None = None) -> bool:
+    """Every required requirement (of ``kind``, when given) passed or does not apply to the declared capabilities."""
+    return all(statuses[r.id] in (PASS, NA) for r in catalog.requirements
+               if r.required and (kind is None or r.kind == kind))

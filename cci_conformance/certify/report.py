@@ -11,12 +11,48 @@ from pathlib import Path
 import jsonschema
 
 from ..paths import REPORTS_DIR
-from .catalog import Catalog
-from .outcomes import STATUSES, TestResult, is_certified, requirement_verdict, results_by_requirement
+from .catalog import DRIVER, NODE_PRECONDITION, Catalog
+from .outcomes import FAIL, STATUSES, UNTESTED, TestResult, is_certified, requirement_verdict, results_by_requirement
 
 SCHEMA_PATH = REPORTS_DIR / "schemas" / "report.schema.json"
 SCHEMA_VERSION = 1
 REPORT_FILE = "report.json"
+
+
+EXIT_CERTIFIED, EXIT_NOT_CERTIFIED, EXIT_INVALID = 0, 1, 3  # docs/spec.md §4.4 (2: usage, 130: interrupt)
+CERTIFIED, NOT_CERTIFIED, INVALID = "certified", "not-certified", "invalid"
+
+
+def _counts(entries: list[dict]) -> dict[str, int]:
+    return {s: sum(1 for e in entries if e["status"] == s) for s in STATUSES}
+
+
+def _verdict(catalog: Catalog, requirements: list[dict], node_mode: str | None, complete: bool,
+             errors: list[dict]) -> dict:
+    """Driver requirements decide certification; node preconditions decide whether the run is valid at all."""
+    driver = [r for r in requirements if r["kind"] != NODE_PRECONDITION]
+    pre = [r for r in requirements if r["kind"] == NODE_PRECONDITION]
+    statuses = {r["id"]: r["status"] for r in driver}
+    pre_failed = [r["id"] for r in pre if r["status"] == FAIL]
+    pre_untested = [r["id"] for r in pre if r["required"] and r["status"] == UNTESTED]
+    # A failed precondition means the harness's own node misbehaved: nothing the run saw can be blamed
+    # on (or credited to) the driver, so the run is invalid rather than the driver failed.
+    valid = not pre_failed
+    certified = (complete and not errors and valid and not pre_untested
+                 and is_certified(catalog, statuses, kind=DRIVER))
+    state = INVALID if not valid else CERTIFIED if certified else NOT_CERTIFIED
+    return {
+        "certified": certified,
+        "state": state,
+        "exit_code": {CERTIFIED: EXIT_CERTIFIED, NOT_CERTIFIED: EXIT_NOT_CERTIFIED, INVALID: EXIT_INVALID}[state],
+        "counts": _counts(driver),  # the driver's requirements only
+        "failed_required": [r["id"] for r in driver if r["required"] and r["status"] == FAIL],
+        "untested_required": [r["id"] for r in driver if r["required"] and r["status"] == UNTESTED],
+        "failed_optional": [r["id"] for r in driver if not r["required"] and r["status"] == FAIL],
+        # certified for this node mode only: these apply in other modes (catalog ``modes``)
+        "other_mode_requirements": [r.id for r in catalog.requirements if not r.applies_in(node_mode)],
+        "preconditions": {"valid": valid, "counts": _counts(pre), "failed": pre_failed, "untested": pre_untested},
+    }
 
 
 def build_report(*, catalog: Catalog, results: dict[str, TestResult], run: dict, errors: list[dict],
@@ -24,42 +60,25 @@ def build_report(*, catalog: Catalog, results: dict[str, TestResult], run: dict,
     """The whole report: run metadata, one entry per catalog requirement, the verdict."""
     by_req = results_by_requirement(catalog, results)
     requirements = []
-    statuses: dict[str, str] = {}
     for req in catalog.requirements:
         tests = by_req[req.id]
         verdict = requirement_verdict(req, tests, run.get("node_mode"))
-        statuses[req.id] = verdict.status
         figures = [dict(fig, test=t.nodeid) for t in tests for fig in t.figures]
         requirements.append({
-            "id": req.id, "area": req.area, "text": req.text, "source": req.source,
+            "id": req.id, "area": req.area, "kind": req.kind, "text": req.text, "source": req.source,
             "capability": req.capability, "required": req.required, "status": verdict.status,
             "reason": verdict.reason, "tests": [t.as_dict() for t in tests], "figures": figures,
         })
     areas = []
-    for key, title in catalog.areas.items():
-        counts = dict.fromkeys(STATUSES, 0)
-        for entry in requirements:
-            if entry["area"] == key:
-                counts[entry["status"]] += 1
-        areas.append({"key": key, "title": title, "counts": counts})
+    for key, title in catalog.areas.items():  # the driver's requirements: preconditions are counted apart
+        areas.append({"key": key, "title": title,
+                      "counts": _counts([e for e in requirements if e["area"] == key and e["kind"] == DRIVER])})
     mapped = {t["nodeid"] for entry in requirements for t in entry["tests"]}
     unmapped = [r.as_dict() for r in results.values() if r.nodeid not in mapped]
-    certified = complete and not errors and is_certified(catalog, statuses)
-    counts = {s: sum(1 for v in statuses.values() if v == s) for s in STATUSES}
     return {
         "schema_version": SCHEMA_VERSION,
         "run": dict(run, complete=complete),
-        "verdict": {
-            "certified": certified,
-            "exit_code": 0 if certified else 1,
-            "counts": counts,
-            "failed_required": [r["id"] for r in requirements if r["required"] and r["status"] == "fail"],
-            "untested_required": [r["id"] for r in requirements if r["required"] and r["status"] == "untested"],
-            "failed_optional": [r["id"] for r in requirements if not r["required"] and r["status"] == "fail"],
-            # certified for this node mode only: these apply in other modes (catalog ``modes``)
-            "other_mode_requirements": [r.id for r in catalog.requirements
-                                        if not r.applies_in(run.get("node_mode"))],
-        },
+        "verdict": _verdict(catalog, requirements, run.get("node_mode"), complete, errors),
         "areas": areas,
         "requirements": requirements,
         "unmapped_tests": unmapped,

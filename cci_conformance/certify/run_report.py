@@ -13,6 +13,7 @@ from .. import __version__
 from . import bundle
 from .collector import ResultCollector, report_reason
 from .html import render_html
+from .junit import split_preconditions
 from .outcomes import TestResult
 from .report import build_report, validation_errors, write_json_atomic
 from .settings import RunSettings
@@ -39,6 +40,8 @@ class CertificationReporter:
         self.last_write = 0.0
         self.report: dict | None = None
         self.environment = bundle.environment()
+        self.driver_digest: dict | None | bool = False  # False: not computed yet
+        self.stopped_early: str | None = None  # why no test ran (the startup probe), see probe.py
 
     # ------------------------------------------------------------------ hooks
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -100,6 +103,9 @@ class CertificationReporter:
             manifest_path = manifest.path
         except Exception:  # a bad manifest was already reported as a config error
             name, caps, version, manifest_path = None, [], None, Path(settings.driver)
+        if self.driver_digest is False:  # once, at the first write: the digest of what this run started
+            folder = manifest_path if manifest_path.is_dir() else manifest_path.parent
+            self.driver_digest = bundle.folder_digest(folder) if name else None
         topologies = []
         for topo_name in settings.topologies:
             entry = {"name": topo_name}
@@ -124,14 +130,24 @@ class CertificationReporter:
             "interrupted": interrupted, "started": self.started, "finished": _now() if final else None,
             "duration_s": round(time.monotonic() - self.t0, 3), "harness_version": __version__,
             "driver": {"name": name, "version": version, "manifest": str(manifest_path),
-                       "manifest_sha256": bundle.file_sha256(manifest_path), "capabilities": caps},
+                       "manifest_sha256": bundle.file_sha256(manifest_path), "digest": self.driver_digest,
+                       "capabilities": caps},
             "topologies": topologies, "backend": settings.backend, "node_profile": settings.node_profile,
             "node_mode": node_mode,
             "profile": profile, "workers": int(workers) if isinstance(workers, int) else 0,
             "pytest_args": [str(a) for a in self.config.invocation_params.args],
-            "exit_status": exit_status, "environment": {k: v for k, v in self.environment.items()
+            "exit_status": exit_status, "stopped_early": self.stopped_early, "environment": {k: v for k, v in self.environment.items()
                                                         if k != "harness_version"},
         }
+
+    def _split_junit(self, report: dict) -> None:
+        """junit.xml (written by pytest's junitxml before this trylast hook) keeps preconditions apart."""
+        xmlpath = getattr(self.config.option, "xmlpath", None)
+        if not xmlpath:
+            return
+        tests = {kind: {t["nodeid"] for r in report["requirements"] if (r["kind"] == "driver") == (kind == "driver")
+                        for t in r["tests"] if t["outcome"] != "missing"} for kind in ("driver", "node-precondition")}
+        split_preconditions(Path(xmlpath), tests["node-precondition"] - tests["driver"])
 
     def _write(self, *, complete: bool, interrupted: bool, exit_status: int | None, final: bool = False) -> None:
         self.last_write = time.monotonic()
@@ -148,13 +164,15 @@ class CertificationReporter:
             if problems:  # the harness's own bug: say so in the report instead of hiding it
                 report["errors"].append({"kind": "internal", "where": "report.schema.json",
                                          "message": "; ".join(problems[:5])})
-                report["verdict"].update(certified=False, exit_code=1)
+                if report["verdict"]["state"] != "invalid":
+                    report["verdict"].update(certified=False, state="not-certified", exit_code=1)
         self.report = report
         out = self.settings.report_dir
         if out is None:
             return
         write_json_atomic(out / bundle.REPORT_JSON, report)
         if final:
+            self._split_junit(report)
             write_json_atomic(out / bundle.ENVIRONMENT_JSON, self.environment)
             bundle.copy_manifest(out, Path(report["run"]["driver"]["manifest"]))
             (out / bundle.REPORT_HTML).write_text(render_html(report))

@@ -46,11 +46,21 @@ def figure_lines(report: dict) -> list[str]:
     return lines
 
 
+def verdict_label(verdict: dict) -> str:
+    if verdict.get("state") == "invalid":
+        return ("INVALID RUN: node precondition(s) " + ", ".join(verdict["preconditions"]["failed"])
+                + " failed, so this run says nothing about the driver; report it as a harness bug")
+    return "CERTIFIED" if verdict["certified"] else "NOT CERTIFIED"
+
+
 def summary_lines(report: dict, report_dir: Path | None) -> list[str]:
     """The summary table per area, the failed and untested requirements, figures, verdict, report paths."""
     run, verdict = report["run"], report["verdict"]
     driver = run["driver"]
-    lines = [f"driver {driver['name']} (capabilities: {', '.join(driver['capabilities']) or 'none'})",
+    version = f" {driver['version']}" if driver.get("version") else ""
+    digest = driver.get("digest") or {}
+    ident = f"; {digest['of']} sha256 {digest['value'][:16]}…" if digest.get("value") else ""
+    lines = [f"driver {driver['name']}{version} (capabilities: {', '.join(driver['capabilities']) or 'none'}{ident})",
              f"topologies {', '.join(t['name'] for t in run['topologies'])}; backend {run['backend']}; "
              f"node profile {run['node_profile']} ({run.get('node_mode') or '?'} mode); "
              f"latency profile {(run['profile'] or {}).get('name', '?')}", ""]
@@ -62,18 +72,25 @@ def summary_lines(report: dict, report_dir: Path | None) -> list[str]:
     c = verdict["counts"]
     total = f"{'total':<14}{c['pass']:>6}{c['fail']:>6}{c['not-applicable']:>6}{c['untested']:>10}"
     lines += ["-" * len(header), total]
+    pre = verdict["preconditions"]["counts"]
+    lines.append(f"{'node preconditions':<20}{pre['pass']} pass, {pre['fail']} fail, {pre['not-applicable']} n/a, "
+                 f"{pre['untested']} untested (checks of the harness's own node: not the driver's passes)")
     problems = [r for r in report["requirements"] if r["status"] in ("fail", "untested")]
+    if run.get("stopped_early"):  # one message, not one line per requirement that could not run
+        lines += ["", f"STOPPED  {run['stopped_early']}"]
+        problems = [r for r in problems if r["status"] == "fail"]
     if problems:
         lines.append("")
         for req in problems:
-            kind = "required" if req["required"] else "optional"
+            kind = "precondition" if req.get("kind") == "node-precondition" else \
+                "required" if req["required"] else "optional"
             lines.append(f"{req['status'].upper():<9}{req['id']:<12}({kind}) {req['reason'][:160]}")
     for err in report["errors"]:
         lines.append(f"ERROR    {err['kind']} {err['where']}: {err['message'][:200]}")
     figures = figure_lines(report)
     if figures:
         lines += ["", "figures:"] + figures
-    state = "CERTIFIED" if verdict["certified"] else "NOT CERTIFIED"
+    state = verdict_label(verdict)
     if not run["complete"]:
         state += " (run incomplete)"
     lines += ["", f"verdict: {state} (exit {verdict['exit_code']})"]

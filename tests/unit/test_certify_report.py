@@ -17,7 +17,7 @@ RUN = {
     "interrupted": False, "started": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T00:01:00+00:00",
     "duration_s": 60.0, "harness_version": "0.1.0",
     "driver": {"name": "reference", "version": None, "manifest": "driver.yaml", "manifest_sha256": None,
-               "capabilities": ["exclusive"]},
+               "digest": None, "capabilities": ["exclusive"]},
     "topologies": [{"name": "laptop-1s4c-smt2", "cpus": 8, "numa_nodes": 1}], "backend": "embedded",
     "node_profile": "coexistence", "node_mode": "coexistence", "profile": {"name": "default"}, "workers": 0,
     "pytest_args": [],
