@@ -18,9 +18,13 @@ from ..protocol.capabilities import KNOWN_CAPABILITIES, unknown_capabilities
 SCHEMA_PATH = Path(__file__).parent / "schema" / "driver.schema.json"
 MANIFEST_FILE = "driver.yaml"
 DEFAULT_STARTUP_TIMEOUT_S = 10.0
+DEFAULT_BUILD_TIMEOUT_S = 300.0
 # DESIGN §2.4's five placeholders plus {python}: the harness's interpreter, so an SDK driver
-# runs in the harness's environment (docs/architecture.md "Driver manifest").
-PLACEHOLDERS = ("registry_dir", "plugin_dir", "sysfs_root", "state_dir", "driver_name", "python")
+# runs in the harness's environment (docs/architecture.md "Driver manifest"), and {proc_root}:
+# the rendered machine's proc dir beside {sysfs_root} (DESIGN §2.4a), holding its cpuinfo.
+PLACEHOLDERS = ("registry_dir", "plugin_dir", "sysfs_root", "proc_root", "state_dir", "driver_name", "python")
+# local.build runs before any session exists, so only the values known then (docs/spec.md S1.10).
+BUILD_PLACEHOLDERS = ("python", "driver_name")
 _PLACEHOLDER_RE = re.compile(r"\{([^{}]*)\}")
 
 
@@ -43,6 +47,9 @@ class DriverManifest:
     description: str = ""
     kind_image: str = ""
     kind_manifests: tuple[str, ...] = ()
+    version: str | None = None
+    build: tuple[str, ...] = ()
+    build_timeout_s: float = DEFAULT_BUILD_TIMEOUT_S
 
     @property
     def folder(self) -> Path:
@@ -58,8 +65,14 @@ class DriverManifest:
         """The placeholder values for one start of the driver."""
         return {
             "registry_dir": str(registry_dir), "plugin_dir": str(plugin_dir), "sysfs_root": str(sysfs_root),
+            "proc_root": str(Path(sysfs_root).parent / "proc"),  # DIR/sys beside DIR/proc (DESIGN §2.4a)
             "state_dir": str(state_dir), "driver_name": driver_name or self.name, "python": sys.executable,
         }
+
+    def build_argv(self) -> list[str]:
+        """``local.build`` with its placeholders filled in; empty when the manifest has none."""
+        values = {"python": sys.executable, "driver_name": self.name}
+        return [substitute(arg, values) for arg in self.build]
 
     def argv(self, **kwargs) -> list[str]:
         """``local.command`` with its placeholders filled in (keyword arguments as for :meth:`values`)."""
@@ -77,11 +90,12 @@ def substitute(text: str, values: dict[str, str]) -> str:
     return _PLACEHOLDER_RE.sub(lambda m: values[m.group(1)], text)
 
 
-def _check_placeholders(text: str, file: str, field_name: str) -> None:
+def _check_placeholders(text: str, file: str, field_name: str, allowed: tuple[str, ...] = PLACEHOLDERS) -> None:
     for match in _PLACEHOLDER_RE.finditer(text):
-        if match.group(1) not in PLACEHOLDERS:
-            raise ConfigError(f"unknown placeholder {match.group(0)!r}", file=file, field=field_name,
-                              fix="use one of " + " ".join("{" + p + "}" for p in PLACEHOLDERS))
+        if match.group(1) not in allowed:
+            known = "unknown" if match.group(1) not in PLACEHOLDERS else "not available here:"
+            raise ConfigError(f"{known} placeholder {match.group(0)!r}", file=file, field=field_name,
+                              fix="use one of " + " ".join("{" + p + "}" for p in allowed))
     stray = _PLACEHOLDER_RE.sub("", text)
     if "{" in stray or "}" in stray:
         raise ConfigError(f"unbalanced brace in {text!r}", file=file, field=field_name,
@@ -118,6 +132,8 @@ def parse_manifest(data: object, path: Path) -> DriverManifest:
     local = data["local"]
     for i, arg in enumerate(local["command"]):
         _check_placeholders(arg, file, f"local.command[{i}]")
+    for i, arg in enumerate(local.get("build", ())):
+        _check_placeholders(arg, file, f"local.build[{i}]", BUILD_PLACEHOLDERS)
     env = dict(data.get("env", {}))
     for key, value in env.items():
         _check_placeholders(value, file, f"env.{key}")
@@ -127,7 +143,9 @@ def parse_manifest(data: object, path: Path) -> DriverManifest:
         command=tuple(local["command"]), path=path.resolve(), env=env,
         startup_timeout_s=float(data.get("startup_timeout_s", DEFAULT_STARTUP_TIMEOUT_S)),
         description=data.get("description", ""), kind_image=kind.get("image", ""),
-        kind_manifests=tuple(kind.get("manifests", ())),
+        kind_manifests=tuple(kind.get("manifests", ())), version=data.get("version"),
+        build=tuple(local.get("build", ())),
+        build_timeout_s=float(local.get("build_timeout_s", DEFAULT_BUILD_TIMEOUT_S)),
     )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import weakref
 from pathlib import Path
@@ -11,11 +10,12 @@ from pathlib import Path
 import grpc
 
 from ..errors import ConfigError
-from ..paths import PROJECT_ROOT
+from ..paths import INSTALLED, PROJECT_ROOT
 from ..procgroup import exit_status, running, signal_group, stop_group
 from ..protocol.protos import pluginregistration_pb2 as reg_pb2
 from ..protocol.protos import pluginregistration_pb2_grpc as reg_grpc
 from ..waiting import WaitTimeout, wait_for
+from .build import build_driver, resolve_executable
 from .manifest import DriverManifest
 
 GETINFO_DEADLINE_S = 1.0
@@ -86,22 +86,21 @@ class DriverProcess:
         argv = self.manifest.argv(registry_dir=self.registry_dir, plugin_dir=self.plugin_dir,
                                   sysfs_root=self.sysfs_root, state_dir=self.state_dir, driver_name=self.driver_name)
         exe = argv[0]
-        if "/" in exe:
-            resolved = (self.manifest.folder / exe) if not os.path.isabs(exe) else Path(exe)
-            found = str(resolved) if resolved.is_file() and os.access(resolved, os.X_OK) else None
-        else:
-            found = shutil.which(exe)
-        if not found:
+        if not resolve_executable(exe, self.manifest.folder):
             raise ConfigError(f"command {exe!r} not found or not executable", file=str(self.manifest.path),
                               field="local.command[0]",
                               fix="give an executable on PATH, a path relative to the manifest folder, or {python}")
         return argv
 
     def start(self) -> None:
-        """Start the driver (its folders are created); does not wait for registration."""
+        """Start the driver (its folders are created; ``local.build`` first, once per run); does not wait
+        for registration."""
         if self.alive:
             raise DriverError(f"driver {self.driver_name} is already running (pid {self.pid})")
         stop_group(self._proc)  # an exited one: its leftover children go, its zombie is reaped
+        # Here rather than in each opener: every way of starting a driver (embedded backend, LocalDriver,
+        # `driver start`) gets the build, and build_driver runs it once per run (docs/spec.md S1.10).
+        build_driver(self.manifest, self.log_path.parent)
         argv = self.argv()
         for sock in (self.registration_socket, self.plugin_dir / "cci.sock"):
             if len(str(sock).encode()) > 107:
@@ -110,8 +109,9 @@ class DriverProcess:
         for d in (self.registry_dir, self.plugin_dir, self.state_dir, self.log_path.parent):
             d.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
-        # The harness runs from its source tree; make sure an SDK driver imports this same package.
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+        if not INSTALLED:  # from a source tree, an SDK driver must import this same package; installed, it
+            # imports the installed one and the site-packages dir stays off PYTHONPATH.
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
         env.update(self.manifest.environment(registry_dir=self.registry_dir, plugin_dir=self.plugin_dir,
                                              sysfs_root=self.sysfs_root, state_dir=self.state_dir,
                                              driver_name=self.driver_name))

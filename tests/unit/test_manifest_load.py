@@ -93,3 +93,46 @@ def test_manifest_errors_name_file_and_key(tmp_path, case, text, field, problem)
 def test_missing_manifest(tmp_path):
     with pytest.raises(ConfigError, match="no driver manifest"):
         load_manifest(tmp_path)
+
+
+BUILD_ERRORS = [
+    ("build placeholder known only at start", GOOD.replace("local:\n", "local:\n  build: [make, '{sysfs_root}']\n"),
+     "local.build[1]", "not available here: placeholder '{sysfs_root}'"),
+    ("build is a string", GOOD.replace("local:\n", "local:\n  build: make all\n"), "local.build",
+     "is not of type 'array'"),
+    ("empty build", GOOD.replace("local:\n", "local:\n  build: []\n"), "local.build", "should be non-empty"),
+    ("bad build timeout", GOOD.replace("local:\n", "local:\n  build_timeout_s: 0\n"), "local.build_timeout_s",
+     "less than or equal to the minimum"),
+    ("empty version", GOOD + "version: ''\n", "version", "should be non-empty"),
+    ("numeric version", GOOD + "version: 1.2\n", "version", "is not of type 'string'"),
+]
+
+
+@pytest.mark.parametrize("case, text, field, problem", BUILD_ERRORS, ids=[e[0] for e in BUILD_ERRORS])
+def test_build_and_version_errors_name_the_field(tmp_path, case, text, field, problem):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_manifest(path)
+    assert (err.value.field or "").startswith(field)
+    assert problem in err.value.problem
+    assert err.value.fix
+
+
+def test_version_and_build_are_optional(tmp_path):
+    m = load_manifest(write(tmp_path, GOOD))
+    assert m.version is None and m.build == () and m.build_argv() == [] and m.build_timeout_s == 300.0
+
+
+def test_version_and_build_are_read(tmp_path):
+    text = GOOD.replace("local:\n", "local:\n  build: ['{python}', build.py, '--name={driver_name}']\n"
+                                    "  build_timeout_s: 12.5\n") + "version: v1.4.0-rc1\n"
+    m = load_manifest(write(tmp_path, text))
+    assert m.version == "v1.4.0-rc1"
+    assert m.build_argv() == [sys.executable, "build.py", "--name=demo"]
+    assert m.build_timeout_s == 12.5
+
+
+def test_proc_root_is_the_proc_folder_beside_sysfs_root(tmp_path):
+    m = load_manifest(write(tmp_path, GOOD.replace('"--sysfs-root={sysfs_root}"', '"--proc={proc_root}"')))
+    argv = m.argv(registry_dir="/r", plugin_dir="/p", sysfs_root="/machine/sys", state_dir="/st")
+    assert "--proc=/machine/proc" in argv

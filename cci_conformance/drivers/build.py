@@ -1,0 +1,161 @@
+"""Run a manifest's ``local.build`` once per run, before its driver's first start, with a deadline and a log."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..procgroup import running, stop_group
+from ..waiting import WaitTimeout, wait_for
+from .manifest import DriverManifest
+
+BUILD_LOG = "build.log"
+LOG_TAIL_LINES = 30
+# Waiting for another process's build of the same manifest: its own deadline plus time to write its stamp.
+LOCK_SLACK_S = 30.0
+
+
+class BuildError(ConfigError):
+    """``local.build`` failed or timed out; names the manifest, the field and the build log."""
+
+
+@dataclass
+class BuildResult:
+    run: str
+    ok: bool
+    problem: str
+    argv: list[str]
+    seconds: float
+    log_text: str
+
+
+_memo: dict[str, BuildResult] = {}
+_PROCESS_RUN = f"process-{uuid.uuid4().hex}"  # not the pid: a later run may get the same pid
+_memo_lock = threading.Lock()
+
+
+def resolve_executable(exe: str, folder: Path) -> str | None:
+    """argv[0] as the manifest means it: a path (relative to the manifest folder) or a name on PATH."""
+    if "/" in exe:
+        path = Path(exe) if os.path.isabs(exe) else folder / exe
+        return str(path) if path.is_file() and os.access(path, os.X_OK) else None
+    return shutil.which(exe)
+
+
+def run_id() -> str:
+    """One id per run: xdist gives every worker of a run the same test-run uid; otherwise this process."""
+    return os.environ.get("PYTEST_XDIST_TESTRUNUID") or _PROCESS_RUN
+
+
+def _stamp_paths(manifest: DriverManifest) -> tuple[Path, Path]:
+    key = hashlib.sha256(str(manifest.path).encode()).hexdigest()[:16]
+    base = Path(tempfile.gettempdir()) / f"cci-build-{os.getuid()}-{key}"
+    return base.with_suffix(".lock"), base.with_suffix(".json")
+
+
+def build_driver(manifest: DriverManifest, log_dir: Path | str) -> BuildResult | None:
+    """Build the driver unless this run already did; raise BuildError if that build failed.
+
+    Every caller writes ``log_dir/build.log``, so each session's logs say how its binary was made.
+    xdist workers of one run share one build: a file lock serialises them and a stamp records the result.
+    """
+    if not manifest.build:
+        return None
+    log_path = Path(log_dir) / BUILD_LOG
+    with _memo_lock:
+        result = _memo.get(str(manifest.path))
+        if result is None or result.run != run_id():
+            result = _shared_build(manifest, log_path)
+            _memo[str(manifest.path)] = result
+        else:
+            _write_log(log_path, result, reused=True)
+    if not result.ok:
+        raise BuildError(f"{result.problem}; build log {log_path}:\n{_tail(result.log_text)}",
+                         file=str(manifest.path), field="local.build",
+                         fix="make the build command succeed in the manifest folder, or raise "
+                             "local.build_timeout_s")
+    return result
+
+
+def _shared_build(manifest: DriverManifest, log_path: Path) -> BuildResult:
+    lock_path, stamp_path = _stamp_paths(manifest)
+    with open(lock_path, "a") as lock:
+        def locked() -> bool:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                return False
+
+        try:
+            wait_for(locked, manifest.build_timeout_s + LOCK_SLACK_S, interval=0.1,
+                     what=f"the build lock {lock_path}")
+        except WaitTimeout as exc:
+            return BuildResult(run_id(), False, f"another process held the build lock too long: {exc}",
+                               manifest.build_argv(), 0.0, "")
+        try:
+            try:
+                stamp = BuildResult(**json.loads(stamp_path.read_text()))
+            except (OSError, ValueError, TypeError):
+                stamp = None
+            if stamp is not None and stamp.run == run_id():
+                _write_log(log_path, stamp, reused=True)
+                return stamp
+            result = _run_build(manifest, log_path)
+            stamp_path.write_text(json.dumps(asdict(result)))
+            return result
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _run_build(manifest: DriverManifest, log_path: Path) -> BuildResult:
+    argv = manifest.build_argv()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    if resolve_executable(argv[0], manifest.folder) is None:
+        problem = f"build command {argv[0]!r} not found or not executable (local.build[0])"
+        log_path.write_text(problem + "\n")
+        return BuildResult(run_id(), False, problem, argv, 0.0, problem + "\n")
+    started = time.monotonic()
+    with open(log_path, "wb") as log:
+        log.write(f"--- build in {manifest.folder}: {' '.join(argv)}\n".encode())
+        log.flush()
+        # Own process group: a timeout kills the compiler's children too, not only the front-end.
+        proc = subprocess.Popen(argv, cwd=manifest.folder, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_for(lambda: not running(proc), manifest.build_timeout_s, interval=0.05,
+                     what=f"local.build of {manifest.name}")
+            timed_out = False
+        except WaitTimeout:
+            timed_out = True
+        code = stop_group(proc)  # also whatever the build left running in its group
+    seconds = time.monotonic() - started
+    text = log_path.read_text(errors="replace")
+    if timed_out:
+        problem = f"build did not finish within local.build_timeout_s={manifest.build_timeout_s:g} s and was killed"
+    elif code != 0:
+        problem = f"build exited with code {code} after {seconds:.1f} s: {' '.join(argv)}"
+    else:
+        problem = ""
+    return BuildResult(run_id(), not problem, problem, argv, seconds, text)
+
+
+def _write_log(log_path: Path, result: BuildResult, reused: bool) -> None:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    note = f"--- this run built the driver once ({result.seconds:.1f} s); that build's log follows\n" if reused else ""
+    log_path.write_text(note + result.log_text)
+
+
+def _tail(text: str) -> str:
+    return "\n".join(text.splitlines()[-LOG_TAIL_LINES:])
