@@ -29,6 +29,7 @@ def test_endpoint_is_the_plugin_socket_and_serves_cci(node, pods, driver_manifes
 
 
 @pytest.mark.requirement("REG-003")
+@pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
 def test_restarted_driver_registers_again(node, pods, driver_manifest):
     """A restarted driver MUST register again within startup_timeout_s and serve claims."""
     for hard in (True, False):

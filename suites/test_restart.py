@@ -65,6 +65,7 @@ def readmit(node, result, parameters) -> object:
 
 
 @pytest.mark.requirement("RESTART-001")
+@pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
 def test_node_restart_keeps_every_cpuset(node, pods, topology, node_profile):
     """After a node restart (kill -9) every live container MUST keep its CPUs and the ledger MUST be unchanged."""
     load(pods, topology, node_profile)
@@ -76,6 +77,7 @@ def test_node_restart_keeps_every_cpuset(node, pods, topology, node_profile):
 
 
 @pytest.mark.requirement("RESTART-002")
+@pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
 @pytest.mark.needs("restart-recovery")
 def test_driver_restart_keeps_its_admissions(node, pods):
     """After a driver restart (kill -9) a retried CCIAdmit of an earlier admission MUST return the same CPUs."""
@@ -91,6 +93,7 @@ def test_driver_restart_keeps_its_admissions(node, pods):
 
 
 @pytest.mark.requirement("RESTART-006")
+@pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
 @pytest.mark.needs("restart-recovery")
 def test_driver_restart_never_grants_live_cpus_again(node, pods, topology):
     """After a driver restart it MUST NOT grant CPUs of live admissions again, even if availableCpus offers them."""
@@ -122,6 +125,7 @@ def _cpus(text: str):
 
 
 @pytest.mark.requirement("RESTART-003")
+@pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
 @pytest.mark.needs("restart-recovery")
 def test_node_and_driver_restart_keep_every_grant(node, pods, topology, node_profile):
     """After the node and the driver both restart, every grant MUST be kept and later admissions MUST respect it."""
@@ -141,6 +145,7 @@ def test_node_and_driver_restart_keep_every_grant(node, pods, topology, node_pro
 
 
 @pytest.mark.requirement("RESTART-007")
+@pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
 @pytest.mark.needs("restart-recovery")
 def test_remove_after_driver_restart_frees_the_cpus(node, pods):
     """CCIRemoveContainerResource for a container admitted before a driver restart MUST free its CPUs."""
@@ -152,6 +157,7 @@ def test_remove_after_driver_restart_frees_the_cpus(node, pods):
 
 
 @pytest.mark.requirement("RESTART-004")
+@pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
 def test_container_gone_while_node_down_is_released(node, pods, topology, node_profile):
     """A container that vanished while the node was down MUST be dropped and its CPUs freed in node and driver."""
     results = load(pods, topology, node_profile)
@@ -172,6 +178,7 @@ def snap_pending(node) -> list:
 
 
 @pytest.mark.requirement("RESTART-005")
+@pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
 def test_node_killed_during_admission_leaves_nothing_half_granted(node, pods):
     """A node and driver killed while CCIAdmit is in flight MUST come back with the pod absent and no CPU lost."""
     if not all(hasattr(node, h) for h in ("pause_driver", "resume_driver", "stop_node", "start_node")):

@@ -71,6 +71,7 @@ def test_driver_answers_within_the_deadline_with_many_live_admissions(node_sessi
 
 
 @pytest.mark.requirement("ROBUST-004")
+@pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
 def test_dead_driver_gives_a_clear_refusal_and_serves_again_after_restart(node, pods):
     """While the driver is dead claim pods MUST be refused with a clear reason; restarted, it MUST serve again."""
     kept = pods.create(claim_pod(exclusive(2)))
@@ -102,6 +103,7 @@ def test_add_for_a_container_never_admitted_is_refused(node, pods):
 
 
 @pytest.mark.requirement("ROBUST-006")
+@pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
 def test_sigterm_removes_both_sockets(node, pods):
     """On SIGTERM the driver MUST stop, remove its registration and CCI sockets, and exit."""
     endpoint = getattr(node, "cci_endpoint", lambda: None)()

@@ -175,6 +175,7 @@ class NodeMachine(RuleBasedStateMachine):
 
 
 @pytest.mark.requirement("ACCT-010")
+@pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
 def test_invariants_hold_under_random_interleavings(node, topology, driver_manifest, node_profile):
     """Every node invariant and every live grant's semantics MUST hold after every step of any interleaving."""
     session = node

@@ -38,6 +38,8 @@ class FakeSession:
             manifest = yaml.safe_load(Path(config.driver_manifest).read_text())
             self.bug = manifest.get("env", {}).get("FAKE_BUG", "")
         self.closed = False
+        self.generation = 0  # node restarts, as NodeSnapshot.node_generation reports them
+        self.registrations = 1  # driver (re-)registrations, as the node's Ping reports them
         (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
         self.log = self.workdir / "logs" / "node.log"
         self.log.write_text("fake node started\n")
@@ -77,7 +79,8 @@ class FakeSession:
 
     def snapshot(self) -> NodeSnapshot:
         return NodeSnapshot(mode="coexistence", online=self.online, reserved=frozenset(), shared_pool=self._free(),
-                            exclusive=dict(self.exclusive), containers=(), drivers=("fake",))
+                            exclusive=dict(self.exclusive), containers=(), drivers=("fake",),
+                            node_generation=self.generation, extra={"registrations": self.registrations})
 
     def state_files(self) -> dict[str, bytes]:
         data = {k: format_cpulist(v) for k, v in self.exclusive.items()}
@@ -98,8 +101,12 @@ class FakeSession:
         _log("close", self.workdir)
 
     # The rest of the NodeSession protocol is not needed by the self-tests.
-    def restart_node(self, hard: bool = True) -> None: ...
-    def restart_driver(self, hard: bool = True) -> None: ...
+    def restart_node(self, hard: bool = True) -> None:
+        self.generation += 1
+
+    def restart_driver(self, hard: bool = True) -> None:
+        self.registrations += 1
+
     def stop_driver(self, hard: bool = True) -> None: ...
     def start_driver(self) -> None: ...
     def stop_container(self, pod_uid: str, container: str) -> None: ...
