@@ -24,13 +24,14 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n1cci_conformance/protocol/protos/nodecontrol.proto\x12\x16\x63\x63iconformance.node.v1\"\x07\n\x05\x45mpty\"\r\n\x0bPingRequest\"e\n\x0cPingResponse\x12\x12\n\ngeneration\x18\x01 \x01(\x03\x12\x0c\n\x04mode\x18\x02 \x01(\t\x12\x0f\n\x07\x64rivers\x18\x03 \x03(\t\x12\x0b\n\x03pid\x18\x04 \x01(\x03\x12\x15\n\rregistrations\x18\x05 \x01(\x03\"\x1b\n\x0bJsonMessage\x12\x0c\n\x04json\x18\x01 \x01(\t\"\x19\n\x06PodRef\x12\x0f\n\x07pod_uid\x18\x01 \x01(\t\"2\n\x0c\x43ontainerRef\x12\x0f\n\x07pod_uid\x18\x01 \x01(\t\x12\x11\n\tcontainer\x18\x02 \x01(\t2\xb3\x03\n\x0bNodeControl\x12S\n\x04Ping\x12#.cciconformance.node.v1.PingRequest\x1a$.cciconformance.node.v1.PingResponse\"\x00\x12W\n\tCreatePod\x12#.cciconformance.node.v1.JsonMessage\x1a#.cciconformance.node.v1.JsonMessage\"\x00\x12L\n\tDeletePod\x12\x1e.cciconformance.node.v1.PodRef\x1a\x1d.cciconformance.node.v1.Empty\"\x00\x12V\n\rStopContainer\x12$.cciconformance.node.v1.ContainerRef\x1a\x1d.cciconformance.node.v1.Empty\"\x00\x12P\n\x08Snapshot\x12\x1d.cciconformance.node.v1.Empty\x1a#.cciconformance.node.v1.JsonMessage\"\x00\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n1cci_conformance/protocol/protos/nodecontrol.proto\x12\x16\x63\x63iconformance.node.v1\"\x07\n\x05\x45mpty\"\r\n\x0bPingRequest\"e\n\x0cPingResponse\x12\x12\n\ngeneration\x18\x01 \x01(\x03\x12\x0c\n\x04mode\x18\x02 \x01(\t\x12\x0f\n\x07\x64rivers\x18\x03 \x03(\t\x12\x0b\n\x03pid\x18\x04 \x01(\x03\x12\x15\n\rregistrations\x18\x05 \x01(\x03\"\x1b\n\x0bJsonMessage\x12\x0c\n\x04json\x18\x01 \x01(\t\"\x19\n\x06PodRef\x12\x0f\n\x07pod_uid\x18\x01 \x01(\t\"2\n\x0c\x43ontainerRef\x12\x0f\n\x07pod_uid\x18\x01 \x01(\t\x12\x11\n\tcontainer\x18\x02 \x01(\t2\xb3\x03\n\x0bNodeControl\x12S\n\x04Ping\x12#.cciconformance.node.v1.PingRequest\x1a$.cciconformance.node.v1.PingResponse\"\x00\x12W\n\tCreatePod\x12#.cciconformance.node.v1.JsonMessage\x1a#.cciconformance.node.v1.JsonMessage\"\x00\x12L\n\tDeletePod\x12\x1e.cciconformance.node.v1.PodRef\x1a\x1d.cciconformance.node.v1.Empty\"\x00\x12V\n\rStopContainer\x12$.cciconformance.node.v1.ContainerRef\x1a\x1d.cciconformance.node.v1.Empty\"\x00\x12P\n\x08Snapshot\x12\x1d.cciconformance.node.v1.Empty\x1a#.cciconformance.node.v1.JsonMessage\"\x00\x42?Z=github.com/cci-conformance/cci-conformance/api/node/v1;nodev1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'cci_conformance.protocol.protos.nodecontrol_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'Z=github.com/cci-conformance/cci-conformance/api/node/v1;nodev1'
   _globals['_EMPTY']._serialized_start=77
   _globals['_EMPTY']._serialized_end=84
   _globals['_PINGREQUEST']._serialized_start=86
