@@ -22,10 +22,30 @@ class SessionConfig:
     env: dict[str, str] = field(default_factory=dict)
 
 
+# The hooks a backend may not be able to offer, and what each lets a suite do. A session lists the ones it
+# offers in ``features``; a test needing another is not-applicable on that backend, with this text as the reason.
+FEATURES = {
+    "node-stop": "stop_node()/start_node(): the node down while the runtime and the driver go on",
+    "driver-pause": "pause_driver()/resume_driver(): hold the driver mid-answer (SIGSTOP/SIGCONT)",
+    "cci-endpoint": "cci_endpoint(): dial the driver's CCI socket directly, for calls the node never sends",
+}
+
+
+def missing_feature(session, feature: str) -> str:
+    """"" when ``session`` offers ``feature``; otherwise the not-applicable reason naming the backend."""
+    if feature not in FEATURES:
+        raise ValueError(f"unknown backend feature {feature!r}; known: {sorted(FEATURES)}")
+    if feature in getattr(session, "features", frozenset()):
+        return ""
+    return f"backend {getattr(session, 'backend_name', '?')} cannot {FEATURES[feature].split(': ', 1)[1]}"
+
+
 class NodeSession(Protocol):
     """One running node with its driver. Every call has a deadline; close() leaves nothing behind."""
 
     topology: Topology
+    backend_name: str
+    features: frozenset[str]  # the keys of FEATURES this session offers
 
     def create_pod(self, pod: PodSpec) -> AdmissionResult: ...
     def delete_pod(self, pod_uid: str) -> None: ...
@@ -40,9 +60,12 @@ class NodeSession(Protocol):
     # container while the node is down (as containerd would after the container exits); the node must
     # reconcile it at its next start
 
-    # Optional hooks the conformance suites use when a backend offers them (embedded does):
-    # stop_node()/start_node() (node down while the runtime goes on), cci_endpoint() -> Path | None
-    # (the driver's CCI socket, for retried calls the node never sends), pause_driver()/resume_driver().
+    # Offered when listed in ``features`` (FEATURES says what each is for); otherwise they raise NotImplementedError.
+    def stop_node(self, hard: bool = True) -> int | None: ...
+    def start_node(self) -> None: ...
+    def pause_driver(self) -> None: ...
+    def resume_driver(self) -> None: ...
+    def cci_endpoint(self) -> Path | None: ...
 
     def allocatable_cpus(self) -> CPUs: ...  # pod-resources GetAllocatableResources
     def listed_exclusive_cpus(self) -> dict[str, CPUs]: ...  # pod-resources List: "<ns>/<pod>/<container>" -> cpu_ids

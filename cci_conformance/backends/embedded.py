@@ -32,7 +32,7 @@ from ..topology.model import Topology
 from ..topology.render import render
 from ..topology.scratch import scratch_parent
 from ..waiting import WaitTimeout, wait_for
-from .base import SessionConfig, register_backend
+from .base import FEATURES, SessionConfig, register_backend
 
 MAX_SOCKET_PATH = 107
 NODE_START_TIMEOUT_S = 20.0
@@ -70,6 +70,9 @@ def _finalize(procs: list[subprocess.Popen], workdir: Path, owned: bool) -> None
 
 class EmbeddedSession:
     """One node process (+ one driver) under ``workdir`` (layout: docs/architecture.md)."""
+
+    backend_name = "embedded"
+    features = frozenset(FEATURES)  # local processes: every hook of the contract
 
     def __init__(self, config: SessionConfig):
         self.topology: Topology = config.topology
@@ -200,7 +203,7 @@ class EmbeddedSession:
     def _refusals(self, name: str) -> list[str]:
         """The node's reasons for refusing ``name``'s registration socket (any refusal if none is its own)."""
         try:
-            refused = dict(self.client.snapshot().extra.get("refused", {}))
+            refused = dict(self.client.snapshot().refused)
         except Exception:  # the node may be down: the timeout itself is then the best report
             return []
         own = [reason for sock, reason in refused.items() if Path(sock).name == f"{name}-reg.sock"]
@@ -277,7 +280,7 @@ class EmbeddedSession:
                 out[name] = path.read_bytes()
         return out
 
-    # ---- test hooks for the conformance suites (added by the suites' work; additive) ----
+    # ---- the contract's feature hooks (backends/base.py FEATURES) ----
     def cci_endpoint(self) -> Path | None:
         """The driver's CCI socket (docs/spec.md S1.2): protocol-level checks such as a retried CCIAdmit."""
         return self.driver.plugin_dir / "cci.sock" if self.driver else None

@@ -98,4 +98,18 @@ class NodeSnapshot:
     containers: tuple[ContainerState, ...]
     drivers: tuple[str, ...]  # names of registered CCI drivers
     node_generation: int = 0  # increments on every node (re)start
-    extra: dict[str, Any] = field(default_factory=dict)
+    # What the suites read besides the ledger, as typed fields every backend must fill (a missing one must
+    # fail a test, never default it into a pass):
+    policy: str = "none"  # the static-QoS CPU manager policy: "static" | "none"
+    withheld: dict[str, CPUs] = field(default_factory=dict)  # "<pod_uid>/<container>" -> siblings held back
+    pending: tuple[str, ...] = ()  # CCIRemoveContainerResource calls owed to drivers, one line each
+    startup: tuple[str, ...] = ()  # what the last node start reconciled
+    refused: dict[str, str] = field(default_factory=dict)  # registration socket -> refusal reason
+    registrations: int = 0  # successful driver registrations since the node started
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """The untyped view older callers read; new code reads the typed fields."""
+        return {"withheld": {k: sorted(v) for k, v in self.withheld.items()}, "pending": list(self.pending),
+                "startup": list(self.startup), "refused": dict(self.refused), "policy": self.policy,
+                "registrations": self.registrations}

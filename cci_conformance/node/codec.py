@@ -72,7 +72,9 @@ def snapshot_to_json(s: NodeSnapshot) -> str:
                         "storeCpus": format_cpulist(c.store_cpus), "runtimeCpus": format_cpulist(c.runtime_cpus),
                         "exclusive": c.exclusive, "claimUID": c.claim_uid, "running": c.running}
                        for c in s.containers],
-        "drivers": list(s.drivers), "nodeGeneration": s.node_generation, "extra": s.extra,
+        "drivers": list(s.drivers), "nodeGeneration": s.node_generation, "policy": s.policy,
+        "withheld": {k: format_cpulist(v) for k, v in s.withheld.items()}, "pending": list(s.pending),
+        "startup": list(s.startup), "refused": s.refused, "registrations": s.registrations,
     })
 
 
@@ -87,4 +89,6 @@ def snapshot_from_json(text: str) -> NodeSnapshot:
             container_id=c["containerID"], source=c["source"], store_cpus=parse_cpulist(c["storeCpus"]),
             runtime_cpus=parse_cpulist(c["runtimeCpus"]), exclusive=c["exclusive"], claim_uid=c["claimUID"],
             running=c["running"]) for c in d["containers"]),
-        drivers=tuple(d["drivers"]), node_generation=d["nodeGeneration"], extra=d["extra"])
+        drivers=tuple(d["drivers"]), node_generation=d["nodeGeneration"], policy=d["policy"],
+        withheld={k: parse_cpulist(v) for k, v in d["withheld"].items()}, pending=tuple(d["pending"]),
+        startup=tuple(d["startup"]), refused=dict(d["refused"]), registrations=int(d["registrations"]))

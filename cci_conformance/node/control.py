@@ -27,10 +27,10 @@ def snapshot(node: Node) -> NodeSnapshot:
         return NodeSnapshot(
             mode=node.config.mode, online=store.online, reserved=store.reserved, shared_pool=store.shared_pool,
             exclusive=store.exclusive_map(), containers=containers, drivers=node.watcher.names(),
-            node_generation=node.generation,
-            extra={"withheld": {f"{k[0]}/{k[1]}": sorted(r.withheld) for k, r in store.records.items() if r.withheld},
-                   "pending": node.describe_pending(), "startup": list(node.events),
-                   "refused": dict(node.watcher.refused), "policy": node.config.policy})
+            node_generation=node.generation, policy=node.config.policy,
+            withheld={f"{k[0]}/{k[1]}": frozenset(r.withheld) for k, r in store.records.items() if r.withheld},
+            pending=tuple(node.describe_pending()), startup=tuple(node.events), refused=dict(node.watcher.refused),
+            registrations=node.watcher.registrations)
 
 
 class NodeControlServicer(nc_grpc.NodeControlServicer):
