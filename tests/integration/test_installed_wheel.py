@@ -1,0 +1,108 @@
+"""A built wheel installed into a fresh venv, outside the source tree, certifies the reference driver."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cci_conformance.paths import PACKAGE_DIR
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+SOURCE = PACKAGE_DIR.parent
+# What a checkout may hold that is not source: never copied into the build.
+NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", ".tox", "build", "dist", "*.egg-info", "__pycache__",
+                                    "cci-reports", "reports-out", ".pytest_cache", ".ruff_cache", ".hypothesis")
+BUILD_DEADLINE_S = 300
+INSTALL_DEADLINE_S = 600
+RUN_DEADLINE_S = 900
+
+# A manifest whose "driver" only says which cci_conformance it imports and what PYTHONPATH it got.
+PROBE = """\
+name: probe
+protocol: cci/v1alpha1
+capabilities: []
+local:
+  command: ["{python}", "-c", "import os, cci_conformance; print('IMPORTED', cci_conformance.__file__,
+             'PYTHONPATH=' + os.environ.get('PYTHONPATH', ''))"]
+"""
+PROBE_START = """\
+import sys
+from pathlib import Path
+from cci_conformance.drivers.manifest import load_manifest
+from cci_conformance.drivers.process import DriverProcess
+from cci_conformance.waiting import wait_for
+w = Path(sys.argv[2])
+p = DriverProcess(load_manifest(sys.argv[1]), w / "reg", w / "plug", w / "m" / "sys", w / "st", w / "driver.log")
+p.start()
+wait_for(lambda: not p.alive, 30, what="the probe to exit")
+p.close()
+print(p.log_path.read_text())
+"""
+
+
+def clean_env(venv: Path) -> dict[str, str]:
+    """This machine's environment (pip's index settings included) without anything pointing at the checkout."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def timed(cmd: list, cwd: Path, env: dict | None, timeout: float) -> tuple[subprocess.CompletedProcess, float]:
+    started = time.monotonic()
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    return done, time.monotonic() - started
+
+
+def test_wheel_installs_outside_the_tree_and_certifies_the_reference_driver(tmp_path):
+    if shutil.which("pip", path=str(Path(sys.executable).parent)) is None:
+        pytest.skip("no pip beside this interpreter to build the wheel with")
+    tree, dist, work = tmp_path / "src", tmp_path / "dist", tmp_path / "empty"
+    shutil.copytree(SOURCE, tree, ignore=NOT_SOURCE, symlinks=True)
+    work.mkdir()
+    # The build: setuptools from this environment (no download), as `pip wheel` in a vendor's CI would run.
+    built, build_s = timed([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                            "-w", str(dist), str(tree)], tmp_path, None, BUILD_DEADLINE_S)
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = dist.glob("cci_conformance-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    env = clean_env(venv)
+    installed, install_s = timed([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)], work,
+                                 env, INSTALL_DEADLINE_S)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+
+    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import cci_conformance.paths as p; "
+                            "print(p.INSTALLED, p.SUITES_DIR, p.REFERENCE_DRIVER_DIR)"],
+                           cwd=work, env=env, capture_output=True, text=True, timeout=60, check=True)
+    installed_flag, suites, reference = where.stdout.split()
+    assert installed_flag == "True"
+    assert Path(suites).is_relative_to(venv) and Path(reference).is_relative_to(venv)
+
+    # A driver started by the installed harness imports the installed package, with no PYTHONPATH added.
+    (tmp_path / "probe").mkdir()
+    (tmp_path / "probe" / "driver.yaml").write_text(PROBE)
+    probe = subprocess.run([str(venv / "bin" / "python"), "-c", PROBE_START, str(tmp_path / "probe"),
+                            str(tmp_path / "probe-run")], cwd=work, env=env, capture_output=True, text=True,
+                           timeout=60)
+    assert probe.returncode == 0, probe.stdout + probe.stderr
+    imported = next(line for line in probe.stdout.splitlines() if line.startswith("IMPORTED"))
+    module_file, pythonpath = imported.split()[1], imported.split("PYTHONPATH=")[1]
+    assert Path(module_file).is_relative_to(venv) and pythonpath == ""
+
+    ran, run_s = timed([str(venv / "bin" / "cci-conformance"), "run", "--report-dir", str(work / "report")], work,
+                       env, RUN_DEADLINE_S)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    assert "verdict: CERTIFIED (exit 0)" in ran.stdout
+    report = json.loads((work / "report" / "report.json").read_text())
+    assert report["verdict"]["exit_code"] == 0
+    assert Path(report["run"]["driver"]["manifest"]).is_relative_to(venv)
+    print(f"\ninstalled wheel: size {wheel.stat().st_size / 1024:.0f} KiB, build {build_s:.1f} s, "
+          f"install {install_s:.1f} s, certification run {run_s:.1f} s")
