@@ -14,7 +14,7 @@ from .certify.collector import PROP_EVIDENCE, PROP_NA, PROP_REQUIREMENTS
 from .certify.outcomes import CAPABILITY_NA_KIND, capability_skip_reason
 from .certify.sessions import collect_failure_evidence
 from .certify.settings import DEFAULT_BACKEND, DEFAULT_NODE_PROFILE, DEFAULT_TOPOLOGIES, RunSettings
-from .certify.stash import FAILED, SESSIONS_USED, SETTINGS
+from .certify.stash import FAILED, PROBED, SESSIONS_USED, SETTINGS
 from .errors import ConfigError
 from .paths import PROJECT_ROOT, REFERENCE_DRIVER_DIR
 from .protocol.capabilities import KNOWN_CAPABILITIES
@@ -113,6 +113,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     reporter = CertificationReporter(config, settings)
     config.pluginmanager.register(reporter, "cci-reporter")
+    if _asked_for_certification(config):
+        config.pluginmanager.register(_StartupProbe(reporter), "cci-startup-probe")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistCount(reporter), "cci-xdist-count")
 
@@ -125,6 +127,58 @@ class _XdistCount:
 
     def pytest_xdist_node_collection_finished(self, node, ids) -> None:
         self.reporter.total = max(self.reporter.total, len(ids))
+
+
+def _uses_a_node(item: pytest.Item) -> bool:
+    return bool({"node", "node_session_factory"} & set(getattr(item, "fixturenames", ())))
+
+
+class _StartupProbe:
+    """Before the first test, start the driver once (certify/probe.py); if it never comes up, run nothing.
+
+    Under xdist (the controller runs no test) the probe overlaps the workers' start and is closed;
+    otherwise its session becomes the first topology's shared node, so a good driver pays nothing.
+    """
+
+    def __init__(self, reporter):
+        self.reporter = reporter
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session):
+        config = session.config
+        distributed = config.pluginmanager.getplugin("dsession") is not None
+        if config.option.collectonly or (not distributed and not any(_uses_a_node(i) for i in session.items)):
+            return None
+        from .certify.outcomes import FAILED as FAILED_OUTCOME
+        from .certify.outcomes import TestResult
+        from .certify.probe import PROBE_NODEID, PROBE_REQUIREMENT, probe_driver
+
+        settings = config.stash[SETTINGS]
+        result = probe_driver(settings)
+        if not result.failure:
+            if distributed:
+                result.opener.close_all()
+            else:
+                config.stash[PROBED] = result
+            return None
+        reporter = self.reporter
+        reporter.stopped_early = result.failure + "; every requirement is untested: no test ran"
+        reporter.errors.append({"kind": "driver-start", "where": str(settings.manifest.path),
+                                "message": result.failure})
+        if result.driver_at_fault and PROBE_REQUIREMENT in settings.catalog:
+            reporter.collector.results[PROBE_NODEID] = TestResult(  # the full message is run.stopped_early
+                PROBE_NODEID, FAILED_OUTCOME, "the driver was not registered within startup_timeout_s when the run "
+                "started, so no test ran (see run.stopped_early)", requirements=[PROBE_REQUIREMENT])
+        terminal = config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None:
+            terminal.write_line(f"[cci] STOPPED {reporter.stopped_early}", red=True)
+        session.testsfailed += 1  # exit 1, as for a failed requirement
+        return True  # run no test (and under xdist, schedule none)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        result = session.config.stash.get(PROBED, None)
+        if result is not None and not getattr(result, "adopted", False):  # no test took its session
+            result.opener.close_all()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -46,6 +46,9 @@ class SessionOpener:
              env: dict[str, str] | None = None, label: str = "") -> NodeSession:
         label = f"{_worker()}-{next(_SEQUENCE):03d}-{topology.name}" + (f"-{label}" if label else "")
         workdir = short_workdir()
+        # The opener owns the scratch directory: a backend removes only a directory it found empty, so
+        # a failed start's logs are still there for _keep_logs (the bundle's "-failed-start" folder).
+        (workdir / "OWNER").write_text("cci-conformance SessionOpener: removed when the session closes\n")
         config = SessionConfig(topology=topology, node_profile=node_profile, driver_manifest=driver_manifest,
                                workdir=workdir, env=dict(env or {}))
         try:

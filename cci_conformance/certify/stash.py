@@ -9,6 +9,7 @@ from .settings import RunSettings
 SETTINGS = pytest.StashKey[RunSettings]()  # on config: the run's options
 SESSIONS_USED = pytest.StashKey[list]()  # on an item: node sessions the test used (evidence on failure)
 FAILED = pytest.StashKey[bool]()  # on an item: its setup or call failed (its shared node is replaced)
+PROBED = pytest.StashKey[object]()  # on config: the startup probe's ProbeResult (its session becomes a shared node)
 
 
 def sessions_used(item: pytest.Item) -> list:

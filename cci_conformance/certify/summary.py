@@ -86,6 +86,8 @@ def summary_lines(report: dict, report_dir: Path | None) -> list[str]:
                 "required" if req["required"] else "optional"
             lines.append(f"{req['status'].upper():<9}{req['id']:<12}({kind}) {req['reason'][:160]}")
     for err in report["errors"]:
+        if err["kind"] == "driver-start" and run.get("stopped_early"):
+            continue  # the STOPPED line above says it
         lines.append(f"ERROR    {err['kind']} {err['where']}: {err['message'][:200]}")
     figures = figure_lines(report)
     if figures:

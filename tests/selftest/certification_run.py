@@ -26,6 +26,7 @@ class Certification:
     seconds: float
     output: str
     evidence: dict[str, str]  # requirement id -> the node and driver log tails of its failed tests
+    stopped_early: str | None = None  # the run's startup probe found no registered driver: no test ran
 
     def evidence_for(self, req_id: str) -> str:
         return self.evidence.get(req_id, "(no evidence collected)")
@@ -53,7 +54,8 @@ def certify(driver: Path, topologies: list[str], modules: list[str] | None = Non
     return Certification(statuses={r["id"]: r["status"] for r in reqs},
                          reasons={r["id"]: r.get("reason", "") for r in reqs if r["status"] != "pass"},
                          exit_code=proc.returncode, seconds=report["run"].get("duration_s", 0.0),
-                         output=proc.stdout[-4000:] + proc.stderr[-2000:], evidence=evidence)
+                         output=proc.stdout[-4000:] + proc.stderr[-2000:], evidence=evidence,
+                         stopped_early=report["run"].get("stopped_early"))
 
 
 def _log_tails(report: dict, report_dir: Path, lines: int = 25) -> dict[str, str]:

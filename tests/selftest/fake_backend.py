@@ -34,9 +34,12 @@ class FakeSession:
         self.online = frozenset(c.id for c in config.topology.cpus)
         self.exclusive: dict[str, frozenset[int]] = {}
         self.bug = ""
+        self.drivers: tuple[str, ...] = ()
         if config.driver_manifest is not None:
-            manifest = yaml.safe_load(Path(config.driver_manifest).read_text())
+            path = Path(config.driver_manifest)
+            manifest = yaml.safe_load((path / "driver.yaml" if path.is_dir() else path).read_text())
             self.bug = manifest.get("env", {}).get("FAKE_BUG", "")
+            self.drivers = (manifest["name"],)
         self.closed = False
         self.generation = 0  # node restarts, as NodeSnapshot.node_generation reports them
         self.registrations = 1  # driver (re-)registrations, as the node's Ping reports them
@@ -79,8 +82,8 @@ class FakeSession:
 
     def snapshot(self) -> NodeSnapshot:
         return NodeSnapshot(mode="coexistence", online=self.online, reserved=frozenset(), shared_pool=self._free(),
-                            exclusive=dict(self.exclusive), containers=(), drivers=("fake",),
-                            node_generation=self.generation, extra={"registrations": self.registrations})
+                            exclusive=dict(self.exclusive), containers=(), drivers=self.drivers,
+                            node_generation=self.generation, registrations=self.registrations)
 
     def state_files(self) -> dict[str, bytes]:
         data = {k: format_cpulist(v) for k, v in self.exclusive.items()}

@@ -80,14 +80,26 @@ def test_sessions_are_always_closed_and_replaced_after_a_failure(pytester, suite
     assert len(list((suite / "out" / "sessions").iterdir())) == len(opened)
 
 
-def test_a_driver_that_never_starts_fails_with_its_logs_kept(pytester, suite):
-    pytester.runpytest_inprocess(*plugin_args(suite, driver="nostart"))
+def test_a_driver_that_never_starts_stops_the_run_before_any_test_with_its_logs_kept(pytester, suite):
+    result = pytester.runpytest_inprocess(*plugin_args(suite, driver="nostart"))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes()  # nothing ran: one message instead of one error per test
+    assert len([line for line in result.outlines if line.startswith("[cci] STOPPED")]) == 1
     report = _report(suite)
-    claim = next(r for r in report["requirements"] if r["id"] == "CLAIM-001")
-    assert claim["status"] == "fail"
-    assert claim["tests"][0]["outcome"] == "error" and "never registered" in claim["tests"][0]["reason"]
+    assert validation_errors(report) == []
+    assert set(statuses(report).values()) == {"untested"} and report["verdict"]["exit_code"] == 1
+    assert "never registered" in report["run"]["stopped_early"] and "startup_timeout_s" in report["run"]["stopped_early"]
+    assert [e["kind"] for e in report["errors"]] == ["driver-start"]
     kept = list((suite / "out" / "sessions").glob("*-failed-start/node.log"))
     assert kept, "the logs of a failed start must be kept in the bundle"
+
+
+def test_a_driver_that_never_starts_stops_an_xdist_run_too(pytester, suite):
+    result = pytester.runpytest_subprocess(*plugin_args(suite, driver="nostart"), "-n", "2")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    report = _report(suite)
+    assert set(statuses(report).values()) == {"untested"} and report["run"]["stopped_early"]
+    assert not [t for r in report["requirements"] for t in r["tests"] if t["outcome"] != "missing"]
 
 
 @pytest.mark.parametrize("marker, message", [

@@ -38,7 +38,7 @@ def test_3_restarts_the_driver(node):
 
 @pytest.mark.requirement("CLAIM-009")
 def test_4_after_a_driver_restart(node):
-    assert node.snapshot().extra["registrations"] == 1, "got the node whose driver the previous test restarted"
+    assert node.snapshot().registrations == 1, "got the node whose driver the previous test restarted"
 
 
 @pytest.mark.requirement("CLAIM-001")
@@ -71,6 +71,6 @@ def test_the_marker_gives_a_destructive_test_a_node_of_its_own(pytester, monkeyp
     tests = ("import pytest\n\n\n@pytest.mark.requirement('CLAIM-001')\n@pytest.mark.fresh_node\n"
              f"def test_damage(node):\n    node.{damage}()\n\n\n@pytest.mark.requirement('CLAIM-009')\n"
              "def test_after(node):\n    assert node.snapshot().node_generation == 0\n"
-             "    assert node.snapshot().extra['registrations'] == 1\n")
+             "    assert node.snapshot().registrations == 1\n")
     root = write_suite(pytester.path, tests=tests)
     pytester.runpytest_inprocess(*plugin_args(root)).assert_outcomes(passed=4)
