@@ -14,11 +14,15 @@ def need_static(node_profile) -> None:
         not_applicable("the node profile has no static CPU manager (alpha mode): no static-QoS pods to account")
 
 
-def mixed_load(pods, topology, statics_first: bool = False) -> list:
+def denied_siblings(topology, driver_manifest) -> tuple[str, ...]:
+    """CORE-SIBLING-DENIED where it withholds something and the driver declared it (S1.11: never beyond the base)."""
+    return ("CORE-SIBLING-DENIED",) if topology.threads_per_core > 1 and driver_manifest.has("core-siblings") else ()
+
+
+def mixed_load(pods, topology, denied: tuple[str, ...], statics_first: bool = False) -> list:
     """Static, CCI exclusive (with and without withheld siblings), CCI shared and standard pods, interleaved.
 
     Sized to about half of the machine's free CPUs, so a laptop-sized machine gets the same shapes."""
-    denied = ("CORE-SIBLING-DENIED",) if topology.threads_per_core > 1 else ()
     small = len(available_now(pods.session.snapshot())) < 16
     claims = [standard_pod(), claim_pod(shared(1 if small else 4)), claim_pod(exclusive(1 if small else 3)),
               claim_pod(exclusive(2, *denied))]
@@ -34,8 +38,8 @@ def mixed_load(pods, topology, statics_first: bool = False) -> list:
 def test_static_and_cci_grants_never_overlap(node, pods, topology, node_profile, driver_manifest):
     """No CPU MUST be counted twice: static grants, CCI grants and withheld siblings are pairwise disjoint."""
     need_static(node_profile)
-    mixed_load(pods, topology, statics_first=True)
-    if topology.threads_per_core > 1 and driver_manifest.has("exclusive") and driver_manifest.has("core-siblings"):
+    mixed_load(pods, topology, denied_siblings(topology, driver_manifest), statics_first=True)
+    if denied_siblings(topology, driver_manifest):
         half_held_core_then_denied(node, pods, topology)
     snap = node.snapshot()
     owner: dict[int, str] = {}
@@ -99,9 +103,9 @@ def test_cci_never_grants_cpus_of_static_pods(node, pods, node_profile):
 
 
 @pytest.mark.requirement("ACCT-004")
-def test_shared_pool_is_the_online_cpus_minus_every_held_cpu(node, pods, topology, node_profile):
+def test_shared_pool_is_the_online_cpus_minus_every_held_cpu(node, pods, topology, node_profile, driver_manifest):
     """The shared pool MUST equal the online CPUs minus every held CPU (minus reserved under strict reservation)."""
-    denied = ("CORE-SIBLING-DENIED",) if topology.threads_per_core > 1 else ()
+    denied = denied_siblings(topology, driver_manifest)
     small = len(available_now(node.snapshot())) < 16
     for pod in (claim_pod(exclusive(1 if small else 2)), claim_pod(exclusive(2, *denied))):
         assert pods.create(pod).admitted
@@ -141,10 +145,10 @@ def test_allocatable_cpus_are_online_minus_reserved(node, pods):
 
 
 @pytest.mark.requirement("ACCT-007")
-def test_pod_resources_list_reports_every_held_cpu(node, pods, topology, node_profile):
+def test_pod_resources_list_reports_every_held_cpu(node, pods, topology, node_profile, driver_manifest):
     """Pod-resources List MUST give each container exactly the CPUs it holds (static, CCI exclusive, withheld)."""
     if node_profile.get("cpuManagerPolicy") == "static":
-        mixed_load(pods, topology)
+        mixed_load(pods, topology, denied_siblings(topology, driver_manifest))
     else:
         pods.create(claim_pod(exclusive(3)))
     snap = node.snapshot()
@@ -154,9 +158,10 @@ def test_pod_resources_list_reports_every_held_cpu(node, pods, topology, node_pr
 
 
 @pytest.mark.requirement("ACCT-008")
-def test_runtime_cpusets_follow_the_store(node, pods, topology, node_profile):
+def test_runtime_cpusets_follow_the_store(node, pods, topology, node_profile, driver_manifest):
     """The cpuset the runtime applied to every container MUST equal the node's assignment after each change."""
-    results = mixed_load(pods, topology) if node_profile.get("cpuManagerPolicy") == "static" else \
+    denied = denied_siblings(topology, driver_manifest)
+    results = mixed_load(pods, topology, denied) if node_profile.get("cpuManagerPolicy") == "static" else \
         [pods.create(claim_pod(exclusive(3))), pods.create(standard_pod())]
     for r in results[::2]:
         pods.delete(r.containers[0].pod_uid)
@@ -165,10 +170,10 @@ def test_runtime_cpusets_follow_the_store(node, pods, topology, node_profile):
 
 
 @pytest.mark.requirement("ACCT-009")
-def test_cpu_manager_state_is_a_valid_kubelet_checkpoint(node, pods, topology, node_profile):
+def test_cpu_manager_state_is_a_valid_kubelet_checkpoint(node, pods, topology, node_profile, driver_manifest):
     """cpu_manager_state MUST stay a kubelet v2 checkpoint (checksum, entries, defaultCpuSet) matching the store."""
     need_static(node_profile)
-    mixed_load(pods, topology)
+    mixed_load(pods, topology, denied_siblings(topology, driver_manifest))
     snap = node.snapshot()
     state = loads(node.state_files()["cpu_manager_state"], policy_name="static")  # verifies the checksum
     entries = {f"{pod}/{name}": cpus for pod, cs in state.entries.items() for name, cpus in cs.items()}

@@ -79,7 +79,6 @@ def test_grant_holds_exactly_the_claimed_count(pods, grant):
 
 
 @pytest.mark.requirement("CLAIM-002")
-@pytest.mark.needs("exclusive")
 def test_exclusive_cpus_are_used_by_no_one_else(node, pods, grant):
     """An EXCLUSIVE group's CPUs MUST go to that container only: no other grant, no shared pool, no other cpuset."""
     pods.create(standard_pod())
@@ -99,7 +98,6 @@ def test_exclusive_cpus_are_used_by_no_one_else(node, pods, grant):
 
 
 @pytest.mark.requirement("CLAIM-003")
-@pytest.mark.needs("exclusive")
 def test_exclusive_without_sibling_attribute_packs_whole_cores(pods, topology, grant):
     """Without a CORE-SIBLING attribute a group MUST be placed as CORE-SIBLING-PREFERRED: whole cores when free."""
     need_smt(topology)
@@ -113,7 +111,6 @@ def test_exclusive_without_sibling_attribute_packs_whole_cores(pods, topology, g
 
 
 @pytest.mark.requirement("CLAIM-004")
-@pytest.mark.needs("shared")
 def test_shared_grant_withholds_nothing(node, pods, grant):
     """A SHARED group MUST come from availableCpus, be flagged exclusive=false and withhold no CPU from anyone."""
     before = node.snapshot()
@@ -135,7 +132,6 @@ def test_shared_grant_withholds_nothing(node, pods, grant):
 
 
 @pytest.mark.requirement("CLAIM-022")
-@pytest.mark.needs("exclusive")
 def test_exclusive_flag_matches_the_claim(node, driver_manifest, grant):
     """ResourceSet.exclusive MUST be true exactly when the claim has an EXCLUSIVE group."""
     result, problems = grant(exclusive(2))

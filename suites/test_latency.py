@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import itertools
-import time
 from dataclasses import dataclass, field
 
 import pytest
 from claimkit import available_now, claim_pod, exclusive, group, params, shared
 
-from cci_conformance.certify.budgets import percentile
+from cci_conformance.certify.budgets import growth_machines, percentile
 from cci_conformance.certify.settings import load_topology
+from cci_conformance.protocol.semantics import group_is_satisfiable
 
 EMPTY_CYCLES = 10  # admit + remove cycles on the empty node
 LOADED_MIN = 20  # admissions on the filled node
+ROOM = 2  # CPUs the fill leaves beside a claim before it falls back to a one-CPU claim
 
 
 @dataclass
@@ -23,8 +24,9 @@ class Measurement:
     empty: list[float] = field(default_factory=list)
     fill: list[float] = field(default_factory=list)
     loaded: list[float] = field(default_factory=list)
-    fill_wall_s: float = 0.0
+    fill_wall_s: float = 0.0  # the node's wall time over every fill admission, refused ones included
     fill_admissions: int = 0
+    infeasible_refusals: int = 0  # refusals the independent checker confirmed could not be met (S1.6)
     held_fraction: float = 0.0
     target_fraction: float = 0.0  # the profile's fill fraction, rounded down to whole CPUs
 
@@ -32,12 +34,18 @@ class Measurement:
     def all(self) -> list[float]:
         return self.empty + self.fill + self.loaded
 
+    @property
+    def fill_rate(self) -> float:
+        """Serial admissions per second of wall-clock time the node spent admitting (LAT-003)."""
+        return self.fill_admissions / max(self.fill_wall_s, 1e-9)
 
-def mixed_claims(topology):
+
+def mixed_claims(topology, capabilities):
     """The fill mix: exclusive claims of 1-4 CPUs (some denying siblings) between shared ones.
 
-    Attribute semantics are the claims suite's business; the mix only has to be realistic in size and shape."""
-    denied = ["CORE-SIBLING-DENIED"] if topology.threads_per_core > 1 else []
+    Only base claims plus what the driver declares (S1.11): DENIED needs `core-siblings`. Attribute semantics
+    are the claims suite's business; the mix only has to be realistic in size and shape."""
+    denied = ["CORE-SIBLING-DENIED"] if topology.threads_per_core > 1 and "core-siblings" in capabilities else []
     mix = [exclusive(2), shared(2), exclusive(1), exclusive(4),
            params(group(2, "EXCLUSIVE", *denied)), exclusive(3), shared(1)]
     return itertools.cycle(mix)
@@ -50,7 +58,28 @@ def admit(session, parameters, samples: list[float]):
     return result
 
 
-def measure(session, topology, budgets) -> Measurement:
+def fill_once(session, topology, parameters, m: Measurement) -> bool:
+    """One fill admission; True when admitted. A refusal is the driver's fault only when the claim could be met:
+    the independent checker (semantics.group_is_satisfiable, S1.6) decides, on the CPUs free before it."""
+    free = available_now(session.snapshot())
+    result = session.create_pod(claim_pod(parameters))
+    m.fill_wall_s += result.node_seconds
+    if result.admitted:
+        m.fill.append(result.driver_seconds)
+        return True
+    assert result.reason == "CCIAdmitError", \
+        f"{parameters} failed during the latency run: {result.reason}: {result.message}"
+    assert not group_is_satisfiable(topology, free, parameters), \
+        f"{parameters} refused during the latency run although {len(free)} free CPUs could meet it: {result.message}"
+    m.infeasible_refusals += 1
+    return False
+
+
+def smallest_fallback(parameters: dict) -> dict:
+    return exclusive(1) if parameters["cpu attributes"][0][0] == "EXCLUSIVE" else shared(1)
+
+
+def measure(session, topology, budgets, capabilities) -> Measurement:
     """Empty-node cycles, a fill to the profile's fraction with mixed claims, then cycles on the filled node."""
     m = Measurement()
     small = itertools.cycle([exclusive(1), shared(2), exclusive(2)])
@@ -59,19 +88,18 @@ def measure(session, topology, budgets) -> Measurement:
     snap = session.snapshot()
     allocatable = len(snap.online - snap.reserved)
     target = int(allocatable * budgets.fill_fraction)
-    claims = mixed_claims(topology)
-
-
-    start = time.perf_counter()
+    claims = mixed_claims(topology, capabilities)
     free = allocatable
     while allocatable - free < target:
         parameters = next(claims)
         need = sum(int(c) for c in parameters["cores"]) * topology.threads_per_core
-        if need > free - 2:
-            parameters = exclusive(1) if parameters["cpu attributes"][0][0] == "EXCLUSIVE" else shared(1)
-        admit(session, parameters, m.fill)
+        if need > free - ROOM:
+            parameters = smallest_fallback(parameters)
+        # an infeasible shape (e.g. DENIED once no whole core is free) adapts to one CPU of the same kind;
+        # one CPU fits while the fill runs (free >= 1), so a refusal of it fails in fill_once
+        if not fill_once(session, topology, parameters, m):
+            fill_once(session, topology, smallest_fallback(parameters), m)
         free = len(available_now(session.snapshot()))
-    m.fill_wall_s = time.perf_counter() - start
     m.fill_admissions = len(m.fill)
     m.held_fraction = (allocatable - len(available_now(session.snapshot()))) / allocatable
     m.target_fraction = target / allocatable
@@ -89,11 +117,22 @@ def latency(cci_shared_nodes, node_profile, topology, driver_manifest, budgets) 
     """One measurement per topology on a node of its own (closed afterwards: cheaper than a hundred deletions)."""
     session = cci_shared_nodes.get(topology, "latency", node_profile, driver_manifest.path)
     try:
-        m = measure(session, topology, budgets)
+        m = measure(session, topology, budgets, driver_manifest.capabilities)
     finally:
         cci_shared_nodes.discard((topology.name, "latency"))
     _CACHE[topology.name] = m
     return m
+
+
+def measured(machine, node_session_factory, budgets, capabilities) -> Measurement:
+    """The measurement of a machine the run may not include (LAT-004's base or probe), once per worker."""
+    if machine.name not in _CACHE:
+        session = node_session_factory(topology=machine, label=f"latency-{machine.name}")
+        try:
+            _CACHE[machine.name] = measure(session, machine, budgets, capabilities)
+        finally:
+            node_session_factory.close(session)
+    return _CACHE[machine.name]
 
 
 def ms(samples) -> list[float]:
@@ -120,12 +159,18 @@ def test_p99_admission_latency_within_budget(latency, budgets, record_figure):
 
 @pytest.mark.requirement("LAT-003")
 def test_serial_fill_throughput_reaches_the_floor(latency, budgets, record_figure):
-    """Filling the node to the profile's fraction with mixed claims MUST reach the serial admissions/s floor."""
-    rate = latency.fill_admissions / max(sum(latency.fill), 1e-9)
+    """Filling the node to the profile's fraction with mixed claims MUST reach the serial admissions/s floor.
+
+    Counted as a burst of pods sees it: admitted pods per second of the node's wall time over the whole fill
+    (every RPC, the node's own work, and the time of refused attempts), not one over the mean CCIAdmit time."""
+    rate = latency.fill_rate
     record_figure("serial admissions per second", rate, "1/s", budget=budgets.min_admissions_per_s,
                   comparison=">=")
+    record_figure("refusals of infeasible fill claims", latency.infeasible_refusals)
     assert latency.held_fraction >= latency.target_fraction
-    assert rate >= budgets.min_admissions_per_s, f"{rate:.1f}/s < {budgets.min_admissions_per_s}/s"
+    assert rate >= budgets.min_admissions_per_s, \
+        f"{rate:.1f}/s < {budgets.min_admissions_per_s}/s ({latency.fill_admissions} admissions in " \
+        f"{latency.fill_wall_s:.2f} s)"
 
 
 @pytest.mark.requirement("LAT-005")
@@ -140,15 +185,21 @@ def test_latency_does_not_grow_with_live_allocations(latency, budgets, record_fi
 
 
 @pytest.mark.requirement("LAT-004")
-def test_latency_growth_from_smallest_to_this_topology(latency, budgets, cci_settings, node_profile, topology,
+def test_latency_growth_from_smallest_to_this_topology(latency, budgets, cci_settings, topology, driver_manifest,
                                                        node_session_factory, record_figure):
-    """The median admission time MUST NOT exceed the run's smallest topology's by more than the growth factor."""
-    smallest = min(cci_settings.topologies, key=lambda n: (len(load_topology(n).cpus), n))
-    base = _CACHE.get(smallest)
-    if base is None:
-        small_topology = load_topology(smallest)
-        base = measure(node_session_factory(topology=small_topology), small_topology, budgets)
-    floor = 0.1 * budgets.p50_s
-    factor = max(percentile(latency.all, 50), floor) / max(percentile(base.all, 50), floor)
+    """The median admission time MUST NOT exceed the smallest library machine's by more than the growth factor.
+
+    The base is the smallest machine of the library (or of the run, if smaller), measured whatever the run's
+    set; a run machine too close to it in size is judged through a larger probe machine instead, so the
+    requirement can fail on any set of topologies, a single one included (docs/spec.md S4.5)."""
+    base, probe = growth_machines(topology, [load_topology(n) for n in cci_settings.topologies])
+    caps = driver_manifest.capabilities
+    base_m = measured(base, node_session_factory, budgets, caps)
+    probe_m = latency if probe.name == topology.name else measured(probe, node_session_factory, budgets, caps)
+    floor = 0.1 * budgets.p50_s  # below a tenth of the budget, ratios of microseconds are noise, not growth
+    factor = max(percentile(probe_m.all, 50), floor) / max(percentile(base_m.all, 50), floor)
     record_figure("topology growth of p50", factor, "x", budget=budgets.max_topology_growth)
-    assert factor <= budgets.max_topology_growth, f"p50 grew {factor:.1f}x from {smallest} to {topology.name}"
+    record_figure("growth base and probe CPUs", len(probe.cpus) / len(base.cpus), "x")
+    assert factor <= budgets.max_topology_growth, \
+        f"p50 grew {factor:.1f}x from {base.name} ({len(base.cpus)} CPUs) to {probe.name} ({len(probe.cpus)} CPUs)" \
+        + ("" if probe.name == topology.name else f", the probe machine for {topology.name}")

@@ -29,8 +29,13 @@ def accounting(node) -> tuple:
             sorted((c.pod_uid, c.container, c.store_cpus, c.runtime_cpus, c.exclusive) for c in snap.containers))
 
 
-def load(pods, topology, node_profile) -> list:
-    denied = ("CORE-SIBLING-DENIED",) if topology.threads_per_core > 1 else ()
+def denied_siblings(topology, driver_manifest) -> tuple[str, ...]:
+    """CORE-SIBLING-DENIED where it withholds something and the driver declared it (S1.11: never beyond the base)."""
+    return ("CORE-SIBLING-DENIED",) if topology.threads_per_core > 1 and driver_manifest.has("core-siblings") else ()
+
+
+def load(pods, topology, node_profile, driver_manifest) -> list:
+    denied = denied_siblings(topology, driver_manifest)
     small = len(available_now(pods.session.snapshot())) < 16
     results = [pods.create(claim_pod(shared(2))), pods.create(claim_pod(exclusive(1 if small else 2))),
                pods.create(standard_pod()), pods.create(claim_pod(exclusive(2, *denied)))]
@@ -66,9 +71,9 @@ def readmit(node, result, parameters) -> object:
 
 @pytest.mark.requirement("RESTART-001")
 @pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
-def test_node_restart_keeps_every_cpuset(node, pods, topology, node_profile):
+def test_node_restart_keeps_every_cpuset(node, pods, topology, node_profile, driver_manifest):
     """After a node restart (kill -9) every live container MUST keep its CPUs and the ledger MUST be unchanged."""
-    load(pods, topology, node_profile)
+    load(pods, topology, node_profile, driver_manifest)
     before = accounting(node)
     node.restart_node(hard=True)
     assert accounting(node) == before, "the node's ledger changed across its restart"
@@ -95,9 +100,9 @@ def test_driver_restart_keeps_its_admissions(node, pods):
 @pytest.mark.requirement("RESTART-006")
 @pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
 @pytest.mark.needs("restart-recovery")
-def test_driver_restart_never_grants_live_cpus_again(node, pods, topology):
+def test_driver_restart_never_grants_live_cpus_again(node, pods, topology, driver_manifest):
     """After a driver restart it MUST NOT grant CPUs of live admissions again, even if availableCpus offers them."""
-    denied = ("CORE-SIBLING-DENIED",) if topology.threads_per_core > 1 else ()
+    denied = denied_siblings(topology, driver_manifest)
     live = [pods.create(claim_pod(p)) for p in (exclusive(2), exclusive(2, *denied))]
     assert all(r.admitted for r in live)
     snap = node.snapshot()
@@ -127,9 +132,9 @@ def _cpus(text: str):
 @pytest.mark.requirement("RESTART-003")
 @pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
 @pytest.mark.needs("restart-recovery")
-def test_node_and_driver_restart_keep_every_grant(node, pods, topology, node_profile):
+def test_node_and_driver_restart_keep_every_grant(node, pods, topology, node_profile, driver_manifest):
     """After the node and the driver both restart, every grant MUST be kept and later admissions MUST respect it."""
-    results = load(pods, topology, node_profile)
+    results = load(pods, topology, node_profile, driver_manifest)
     before = accounting(node)
     node.stop_driver(hard=True)
     node.restart_node(hard=True)
@@ -158,9 +163,9 @@ def test_remove_after_driver_restart_frees_the_cpus(node, pods):
 
 @pytest.mark.requirement("RESTART-004")
 @pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
-def test_container_gone_while_node_down_is_released(node, pods, topology, node_profile):
+def test_container_gone_while_node_down_is_released(node, pods, topology, node_profile, driver_manifest):
     """A container that vanished while the node was down MUST be dropped and its CPUs freed in node and driver."""
-    results = load(pods, topology, node_profile)
+    results = load(pods, topology, node_profile, driver_manifest)
     gone = results[1].containers[0]  # an exclusive grant: its CPUs must come back
     node.remove_container_behind_node(gone.pod_uid, gone.container)
     node.restart_node(hard=True)

@@ -105,3 +105,26 @@ def load_budgets(name_or_file: str | Path | None = None) -> Budgets:
         raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=str(path),
                           fix="correct the YAML syntax") from None
     return parse_budgets(data, path)
+
+
+# LAT-004 (docs/spec.md S4.5): growth is judged from a base machine the run measures whatever topologies the
+# user picked, so the requirement can fail on a single topology, the smallest one included.
+GROWTH_DIRECT_RATIO = 2  # a run machine with at least this many times the base's CPUs is judged itself
+GROWTH_PROBE_RATIO = 4  # else the smallest library machine with at least this many times the base's CPUs is
+
+
+def growth_machines(topology, run_topologies=()) -> tuple:
+    """``(base, probe)`` Topologies for LAT-004 on ``topology``: the base is the smallest machine (fewest CPUs,
+    then name) of the library and the run; the probe is ``topology`` itself when it has at least
+    GROWTH_DIRECT_RATIO times the base's CPUs, else the smallest library machine with GROWTH_PROBE_RATIO times."""
+    from ..topology import library
+
+    def size(t) -> tuple:
+        return (len(t.cpus), t.name)
+
+    machines = [library.load(n) for n in library.names()]
+    base = min([*machines, *run_topologies, topology], key=size)
+    if len(topology.cpus) >= GROWTH_DIRECT_RATIO * len(base.cpus):
+        return base, topology
+    larger = [t for t in machines if len(t.cpus) >= GROWTH_PROBE_RATIO * len(base.cpus)]
+    return base, min(larger or machines, key=size)

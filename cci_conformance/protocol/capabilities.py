@@ -1,11 +1,26 @@
-"""The one list of driver capability names a manifest may declare and a suite may require."""
+"""Driver capability names a manifest may declare and a suite may require, and the base every driver serves."""
 
 from __future__ import annotations
 
-# name -> what a driver that declares it promises (docs/spec.md S1.10 is the normative text).
-KNOWN_CAPABILITIES: dict[str, str] = {
-    "exclusive": "cpu attribute EXCLUSIVE: CPUs granted to one container only",
-    "shared": "cpu attribute SHARED (the default): CPUs drawn from availableCpus and not withheld",
+# What every driver must serve, whatever it declares (docs/spec.md S1.11 is the normative text): a claim
+# of ONE core group with an exact count whose attributes are only EXCLUSIVE or SHARED (the KEP's two kinds
+# of core, l.320-416; SHARED is the default), no CORE-SIBLING attribute (placed as PREFERRED, S2.4),
+# NO-MEM-AFFINITY and NO-DEVICE-AFFINITY; plus registration, Add/Remove, deadlines, clean refusals and
+# SIGTERM (S1.2-S1.8). Anything else needs the capability that names it below, and a driver that does not
+# declare it refuses such a claim with an err naming the capability (S1.6).
+BASE = ("one core group per claim, an exact count, cpu attribute EXCLUSIVE or SHARED (default) and nothing "
+        "else: no CORE-SIBLING-*, NO-MEM-AFFINITY, NO-DEVICE-AFFINITY")
+
+# Names a manifest may list although they are part of the base: declaring them changes nothing. They stay
+# accepted so that manifests written before the base was defined keep loading; a requirement or a
+# @pytest.mark.needs must never name them (tests/unit/test_capabilities_base.py enforces it).
+BASE_CAPABILITIES: dict[str, str] = {
+    "exclusive": "part of the base: cpu attribute EXCLUSIVE, CPUs granted to one container only",
+    "shared": "part of the base: cpu attribute SHARED (the default), CPUs drawn from availableCpus, not withheld",
+}
+
+# name -> what a driver that declares it promises beyond the base (docs/spec.md S1.10 is the normative text).
+OPTIONAL_CAPABILITIES: dict[str, str] = {
     "core-siblings": "cpu attributes CORE-SIBLING-REQUIRED, -PREFERRED and -DENIED",
     "numa-bind": "mem attributes NUMA-MEM-AFFINITY-BIND-REQUIRED and -PREFERRED",
     "numa-interleave": "mem attributes NUMA-MEM-AFFINITY-INTERLEAVE-REQUIRED and -PREFERRED",
@@ -15,7 +30,31 @@ KNOWN_CAPABILITIES: dict[str, str] = {
     "restart-recovery": "the driver keeps its grants across its own restart (kill -9 included)",
 }
 
+# Every name a manifest may declare (base names included, for compatibility).
+KNOWN_CAPABILITIES: dict[str, str] = {**BASE_CAPABILITIES, **OPTIONAL_CAPABILITIES}
+
 
 def unknown_capabilities(names: list[str] | tuple[str, ...]) -> list[str]:
     """The names in ``names`` that are not known capabilities, in their given order."""
     return [n for n in names if n not in KNOWN_CAPABILITIES]
+
+
+def needed_capabilities(claim) -> list[str]:
+    """The optional capabilities a parsed claim (``protocol.claims.ClaimRequest``) needs beyond the base, in
+    OPTIONAL_CAPABILITIES order; ``[]`` means every driver must serve it."""
+    needed: set[str] = set()
+    if len(claim.groups) > 1:
+        needed.add("groups")
+    for g in claim.groups:
+        if g.is_range:
+            needed.add("core-ranges")
+        # an explicit CORE-SIBLING-PREFERRED parses like no attribute (S2.4): the base placement serves both
+        if g.siblings in ("required", "denied"):
+            needed.add("core-siblings")
+        if g.mem.startswith("bind"):
+            needed.add("numa-bind")
+        if g.mem.startswith("interleave"):
+            needed.add("numa-interleave")
+        if g.device_affinity in ("required", "preferred"):
+            needed.add("device-affinity")
+    return [name for name in OPTIONAL_CAPABILITIES if name in needed]
