@@ -9,7 +9,6 @@ from cci_conformance.cpuset import CPUs, format_cpulist
 from cci_conformance.node.api import AdmissionResult, ClaimRef, ContainerSpec, NodeSnapshot, PodSpec
 from cci_conformance.node.cci_journal import read_cci_state
 from cci_conformance.node.verify import check_cpu_manager_state, check_pod_resources, check_snapshot
-from cci_conformance.protocol.claims import ClaimRequest, parse_claim
 from cci_conformance.protocol.semantics import GroupReply, Violation, check_admission
 from cci_conformance.topology.model import Topology
 
@@ -91,17 +90,13 @@ def reply_groups(result: AdmissionResult, snap_after: NodeSnapshot, container: s
     return [GroupReply(frozenset(g), bool(g) and frozenset(g) <= holds) for g in groups]
 
 
-def parse(parameters: dict, topology: Topology, capabilities) -> ClaimRequest:
-    return parse_claim(json.dumps(parameters), topology, capabilities)
-
-
 def violations(parameters: dict, topology: Topology, capabilities, available: CPUs, result: AdmissionResult,
                snap_after: NodeSnapshot, container: str = "c0", held_by_others: CPUs = frozenset()) -> list[Violation]:
-    """Every docs/spec.md §2 rule the admitted container's CPUs break (independent checker)."""
-    claim = parse(parameters, topology, capabilities)
+    """Every docs/spec.md §2 rule the admitted container's CPUs break. The checker reads the parameters itself
+    (never through the drivers' parser), so ``capabilities`` is unused and kept for callers."""
     groups = reply_groups(result, snap_after, container)
     a = assignment(result, container)
-    return check_admission(claim, topology, available, groups, rset_cpuset=a.cpus, rset_exclusive=a.exclusive,
+    return check_admission(parameters, topology, available, groups, rset_cpuset=a.cpus, rset_exclusive=a.exclusive,
                            held_by_others=held_by_others)
 
 

@@ -92,15 +92,27 @@ class Placer:
 
     # ---- domains ----
     def take_single(self, nodes: list[int], free: CPUs, n: int, siblings: str) -> CPUs:
-        """Best fit on one node: the node whose capacity exceeds ``n`` by the least."""
+        """Best fit on one node: the node whose capacity exceeds ``n`` by the least, passing over nodes where
+        the group would split more than one core while another node keeps it packed (spec S2.4)."""
         fits = [(self.capacity(node, free, siblings), node) for node in nodes]
         fits = sorted((cap, node) for cap, node in fits if cap >= n)
+        fallback = None
         for _, node in fits:
             try:
-                return self.take_on_node(node, free, n, siblings)
+                taken = self.take_on_node(node, free, n, siblings)
             except NoFit:
                 continue
-        raise NoFit
+            if siblings != "preferred" or self.split_cores(taken) <= 1:
+                return taken
+            fallback = fallback or taken
+        if fallback is None:
+            raise NoFit
+        return fallback
+
+    def split_cores(self, cpus: CPUs) -> int:
+        """How many cores ``cpus`` touches without holding all their threads."""
+        core_of = self.topology.core_of
+        return len({core_of[c] for c in cpus if not core_of[c] <= cpus})
 
     def take_any(self, nodes: list[int], free: CPUs, n: int, siblings: str, unit: int) -> CPUs:
         """One node if it fits; else whole free nodes first, then the emptiest nodes, ``unit`` CPUs at a time."""
