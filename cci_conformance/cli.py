@@ -14,6 +14,7 @@ SUBCOMMAND_MODULES = {
     "run": "cci_conformance.certify.cli",
     "node": "cci_conformance.node.cli",
     "driver": "cci_conformance.drivers.cli",
+    "init-driver": "cci_conformance.drivers.scaffold",
     "kind": "cci_conformance.kind.cli",
 }
 

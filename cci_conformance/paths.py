@@ -19,7 +19,8 @@ SUITES_DIR = PROJECT_ROOT / "suites"
 FIXTURES_DIR = PROJECT_ROOT / "fixtures"
 PROFILES_DIR = PROJECT_ROOT / "profiles"
 REPORTS_DIR = PROJECT_ROOT / "reports"
+GO_API_DIR = PROJECT_ROOT / "api"  # the Go stubs of the CCI API (`init-driver --lang go` copies them)
 # What a wheel bundles (setup.py); the mutants are the harness's self-test, not a vendor's tool.
-BUNDLED_FOLDERS = ("suites", "fixtures", "topologies", "profiles", "reports/schemas",
+BUNDLED_FOLDERS = ("suites", "fixtures", "topologies", "profiles", "reports/schemas", "api",
                    "drivers_under_test/reference")
 BUNDLED_FILES = ("drivers_under_test/__init__.py",)
