@@ -145,3 +145,18 @@ def test_an_interrupted_run_leaves_a_partial_report(pytester, suite):
     assert report["run"]["complete"] is False and report["run"]["interrupted"] is True
     assert statuses(report)["CLAIM-001"] == "pass"  # results before the interruption are kept
     assert report["verdict"]["certified"] is False
+
+
+def test_the_report_identifies_the_driver_by_version_and_folder_digest(pytester, suite):
+    from example_suite import manifest
+
+    (suite / "drivers" / "good" / "driver.yaml").write_text(manifest(extra='version: "1.2.3"\n'))
+    (suite / "drivers" / "good" / "policy.py").write_text("RULE = 1\n")
+    pytester.runpytest_inprocess(*plugin_args(suite, report="first"))
+    (suite / "drivers" / "good" / "policy.py").write_text("RULE = 2\n")  # same YAML, different driver
+    pytester.runpytest_inprocess(*plugin_args(suite, report="second"))
+    first, second = (_report(suite, name)["run"]["driver"] for name in ("first", "second"))
+    assert first["version"] == "1.2.3"
+    assert first["digest"]["of"] == "folder" and first["digest"]["files"] == 2
+    assert first["manifest_sha256"] == second["manifest_sha256"]
+    assert first["digest"]["value"] != second["digest"]["value"], "the digest must tell the two drivers apart"
