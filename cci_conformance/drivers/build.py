@@ -41,7 +41,8 @@ class BuildResult:
 
 
 _memo: dict[str, BuildResult] = {}
-_PROCESS_RUN = f"process-{uuid.uuid4().hex}"  # not the pid: a later run may get the same pid
+_PROCESS_RUN = f"process-{uuid.uuid4().hex}"  # when /proc cannot tell a process's start time
+RUN_ID_ENV = "CCI_BUILD_RUN_ID"  # set it to share one build between processes of your own
 _memo_lock = threading.Lock()
 
 
@@ -53,9 +54,23 @@ def resolve_executable(exe: str, folder: Path) -> str | None:
     return shutil.which(exe)
 
 
+def _process_key(pid: int) -> str:
+    """pid and start time: unique over the machine's uptime, unlike a pid alone (pids are reused)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f"{pid}-{f.read().rsplit(')', 1)[1].split()[19]}"
+    except (OSError, IndexError):
+        return _PROCESS_RUN if pid == os.getpid() else f"{pid}-unknown"
+
+
 def run_id() -> str:
-    """One id per run: xdist gives every worker of a run the same test-run uid; otherwise this process."""
-    return os.environ.get("PYTEST_XDIST_TESTRUNUID") or _PROCESS_RUN
+    """One id per run: the pytest process's. An xdist worker is a child of the controller, which runs
+    the startup probe (certify/probe.py), so controller and workers build once between them."""
+    if os.environ.get(RUN_ID_ENV):
+        return os.environ[RUN_ID_ENV]
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return "run-" + _process_key(os.getppid())
+    return "run-" + _process_key(os.getpid())
 
 
 def _stamp_paths(manifest: DriverManifest) -> tuple[Path, Path]:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from cci_conformance.drivers.build import BUILD_LOG, BuildError, build_driver
+from cci_conformance.drivers.build import BUILD_LOG, RUN_ID_ENV, BuildError, _process_key, build_driver, run_id
 from cci_conformance.drivers.manifest import load_manifest
 from cci_conformance.drivers.process import DriverProcess
 from cci_conformance.waiting import wait_for
@@ -41,34 +41,48 @@ def runs(tmp_path) -> int:
 
 
 def test_build_runs_once_per_run_and_again_in_a_new_run(tmp_path, monkeypatch):
-    monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", "run-a-" + tmp_path.name)
+    monkeypatch.setenv(RUN_ID_ENV, "run-a-" + tmp_path.name)
     m = manifest(tmp_path, COUNTING_BUILD)
     build_driver(m, tmp_path / "logs1")
     build_driver(m, tmp_path / "logs2")
     assert runs(tmp_path) == 1
     assert "this run built the driver once" in (tmp_path / "logs2" / BUILD_LOG).read_text()
-    monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", "run-b-" + tmp_path.name)
+    monkeypatch.setenv(RUN_ID_ENV, "run-b-" + tmp_path.name)
     build_driver(m, tmp_path / "logs3")
     assert runs(tmp_path) == 2
 
 
 def test_another_worker_of_the_same_run_reuses_the_build(tmp_path, monkeypatch):
     run = "run-shared-" + tmp_path.name
-    monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", run)
+    monkeypatch.setenv(RUN_ID_ENV, run)
     m = manifest(tmp_path, COUNTING_BUILD)
     build_driver(m, tmp_path / "logs")
     code = ("import sys; from cci_conformance.drivers.manifest import load_manifest; "
             "from cci_conformance.drivers.build import build_driver; "
             "build_driver(load_manifest(sys.argv[1]), sys.argv[2])")
-    env = dict(os.environ, PYTEST_XDIST_TESTRUNUID=run)
+    env = dict(os.environ, **{RUN_ID_ENV: run})
     subprocess.run([sys.executable, "-c", code, str(tmp_path), str(tmp_path / "w2")], env=env, check=True,
                    timeout=60)
     assert runs(tmp_path) == 1
     assert (tmp_path / "w2" / BUILD_LOG).is_file()
 
 
+def test_xdist_workers_share_the_run_of_their_controller(monkeypatch):
+    monkeypatch.delenv(RUN_ID_ENV, raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    mine = run_id()
+    assert mine == "run-" + _process_key(os.getpid()) and mine.split("-")[2].isdigit()  # pid and start time
+    code = "from cci_conformance.drivers.build import run_id; print(run_id())"
+    env = {k: v for k, v in os.environ.items() if k != RUN_ID_ENV}
+    as_worker = subprocess.run([sys.executable, "-c", code], env=dict(env, PYTEST_XDIST_WORKER="gw0"),
+                               capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    alone = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
+                           check=True).stdout.strip()
+    assert as_worker == mine and alone != mine
+
+
 def test_failed_build_names_manifest_field_and_log_and_is_not_retried(tmp_path, monkeypatch):
-    monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", "run-fail-" + tmp_path.name)
+    monkeypatch.setenv(RUN_ID_ENV, "run-fail-" + tmp_path.name)
     m = manifest(tmp_path, COUNTING_BUILD + "; print('main.go:3: undefined: grpc'); raise SystemExit(2)")
     for attempt in ("a", "b"):
         with pytest.raises(BuildError) as err:
@@ -80,7 +94,7 @@ def test_failed_build_names_manifest_field_and_log_and_is_not_retried(tmp_path, 
 
 
 def test_build_timeout_kills_the_build_and_says_which_field(tmp_path, monkeypatch):
-    monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", "run-slow-" + tmp_path.name)
+    monkeypatch.setenv(RUN_ID_ENV, "run-slow-" + tmp_path.name)
     # The build starts a child that would outlive it; the timeout must kill the whole group.
     code = ("import subprocess, sys, pathlib; c = subprocess.Popen([sys.executable, '-c', "
             "'import time; time.sleep(60)']); pathlib.Path('child').write_text(str(c.pid)); c.wait()")
@@ -93,7 +107,7 @@ def test_build_timeout_kills_the_build_and_says_which_field(tmp_path, monkeypatc
 
 
 def test_driver_start_builds_first_and_a_broken_build_starts_nothing(tmp_path, monkeypatch):
-    monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", "run-start-" + tmp_path.name)
+    monkeypatch.setenv(RUN_ID_ENV, "run-start-" + tmp_path.name)
     m = manifest(tmp_path, COUNTING_BUILD + "; raise SystemExit(1)")
     work = tmp_path / "w"
     proc = DriverProcess(m, work / "reg", work / "plug", work / "m" / "sys", work / "st", work / "logs" / "driver.log")
