@@ -24,7 +24,8 @@ class Measurement:
     empty: list[float] = field(default_factory=list)
     fill: list[float] = field(default_factory=list)
     loaded: list[float] = field(default_factory=list)
-    fill_wall_s: float = 0.0  # the node's wall time over every fill admission, refused ones included
+    fill_node_s: float = 0.0  # the node's wall time over every fill attempt, refused ones included
+    fill_driver_s: float = 0.0  # the part of it the node spent waiting on the driver's RPCs
     fill_admissions: int = 0
     infeasible_refusals: int = 0  # refusals the independent checker confirmed could not be met (S1.6)
     held_fraction: float = 0.0
@@ -36,8 +37,16 @@ class Measurement:
 
     @property
     def fill_rate(self) -> float:
-        """Serial admissions per second of wall-clock time the node spent admitting (LAT-003)."""
-        return self.fill_admissions / max(self.fill_wall_s, 1e-9)
+        """LAT-003: admitted pods per wall-clock second the node waited on the driver over the whole fill.
+
+        Every attempt counts, refused ones included, with all its RPCs (CCIAdmit, CCIAddContainerResource);
+        the node's own bookkeeping does not: it is the harness's, not the driver's (docs/spec.md S4.5)."""
+        return self.fill_admissions / max(self.fill_driver_s, 1e-9)
+
+    @property
+    def fill_rate_with_node(self) -> float:
+        """The same burst as a kubelet of this harness sees it, node bookkeeping included (reported, not judged)."""
+        return self.fill_admissions / max(self.fill_node_s, 1e-9)
 
 
 def mixed_claims(topology, capabilities):
@@ -63,7 +72,8 @@ def fill_once(session, topology, parameters, m: Measurement) -> bool:
     the independent checker (semantics.group_is_satisfiable, S1.6) decides, on the CPUs free before it."""
     free = available_now(session.snapshot())
     result = session.create_pod(claim_pod(parameters))
-    m.fill_wall_s += result.node_seconds
+    m.fill_node_s += result.node_seconds
+    m.fill_driver_s += result.driver_seconds
     if result.admitted:
         m.fill.append(result.driver_seconds)
         return True
@@ -161,16 +171,17 @@ def test_p99_admission_latency_within_budget(latency, budgets, record_figure):
 def test_serial_fill_throughput_reaches_the_floor(latency, budgets, record_figure):
     """Filling the node to the profile's fraction with mixed claims MUST reach the serial admissions/s floor.
 
-    Counted as a burst of pods sees it: admitted pods per second of the node's wall time over the whole fill
-    (every RPC, the node's own work, and the time of refused attempts), not one over the mean CCIAdmit time."""
+    Counted over the fill's wall clock as the driver occupies it: every attempt's RPCs, refused attempts
+    included, against the pods admitted; not one over the mean time of the admitted ones."""
     rate = latency.fill_rate
     record_figure("serial admissions per second", rate, "1/s", budget=budgets.min_admissions_per_s,
                   comparison=">=")
     record_figure("refusals of infeasible fill claims", latency.infeasible_refusals)
+    record_figure("serial admissions per second, node included", latency.fill_rate_with_node, "1/s")
     assert latency.held_fraction >= latency.target_fraction
     assert rate >= budgets.min_admissions_per_s, \
         f"{rate:.1f}/s < {budgets.min_admissions_per_s}/s ({latency.fill_admissions} admissions in " \
-        f"{latency.fill_wall_s:.2f} s)"
+        f"{latency.fill_driver_s:.2f} s of driver time, {latency.infeasible_refusals} refused attempts included)"
 
 
 @pytest.mark.requirement("LAT-005")
