@@ -1,0 +1,202 @@
+package ccimanager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	cciv1alpha1 "github.com/cci-conformance/cci-conformance/api/cci/v1alpha1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+)
+
+// PluginType is the PluginInfo.type a CCI driver advertises to the kubelet's plugin watcher
+// (docs/spec.md §1; KEP-3675 "CCI drivers register with the kubelet through the plugin registration
+// mechanism"), and SupportedVersion the only protocol version this kubelet speaks.
+const (
+	PluginType       = "CCIPlugin"
+	SupportedVersion = "v1alpha1"
+)
+
+// Driver is one registered CCI driver and its gRPC channel.
+type Driver struct {
+	Name     string
+	Endpoint string
+	conn     *grpc.ClientConn
+	client   cciv1alpha1.CCIDriverClient
+	timeout  time.Duration
+}
+
+// Registry is the plugin-watcher handler for PluginType. Its three methods have exactly the signatures of
+// the kubelet's pluginmanager/cache.PluginHandler, so the kubelet registers it next to the CSI, DRA and
+// device-plugin handlers without this package importing the kubelet.
+type Registry struct {
+	pluginsDir string
+	timeout    time.Duration // every driver RPC runs under this deadline (the node profile's rpc_timeout_s)
+
+	mu      sync.RWMutex
+	drivers map[string]*Driver
+	// onRegister runs after a driver (re-)registered: the manager sends the removals it still owes it.
+	onRegister func(name string)
+}
+
+// NewRegistry accepts driver sockets under pluginsDir (the kubelet's <root-dir>/plugins).
+func NewRegistry(pluginsDir string, timeout time.Duration) *Registry {
+	return &Registry{pluginsDir: filepath.Clean(pluginsDir), timeout: timeout, drivers: map[string]*Driver{}}
+}
+
+// ValidateInfo is the reason a registration is refused, or "" when it is acceptable. The words are the
+// embedded node's (watcher.py validate_info), so a driver's registration test reads the same refusal
+// from both nodes; the plugin type is checked by the kubelet itself, which routes each type to its
+// handler and refuses unknown types with its own message.
+func ValidateInfo(name, endpoint string, versions []string, pluginsDir string) string {
+	if name == "" || strings.Contains(name, "/") || strings.HasPrefix(name, ".") {
+		return "invalid driver name " + pyRepr(name)
+	}
+	if !contains(versions, SupportedVersion) {
+		return fmt.Sprintf("none of the supported versions %s is %s", pyListRepr(versions), pyRepr(SupportedVersion))
+	}
+	if !filepath.IsAbs(endpoint) || !strings.HasPrefix(endpoint, pluginsDir+string(os.PathSeparator)) {
+		return fmt.Sprintf("endpoint %s is not a socket under %s", pyRepr(endpoint), pyRepr(pluginsDir))
+	}
+	info, err := os.Stat(endpoint)
+	if err != nil {
+		return fmt.Sprintf("endpoint %s does not exist", pyRepr(endpoint))
+	}
+	if info.Mode()&os.ModeSocket == 0 {
+		return fmt.Sprintf("endpoint %s is not a unix socket", pyRepr(endpoint))
+	}
+	return ""
+}
+
+// ValidatePlugin implements PluginHandler: the kubelet sends the error text back to the driver through
+// NotifyRegistrationStatus.
+func (r *Registry) ValidatePlugin(name, endpoint string, versions []string) error {
+	if reason := ValidateInfo(name, endpoint, versions, r.pluginsDir); reason != "" {
+		return errors.New(reason)
+	}
+	return nil
+}
+
+// RegisterPlugin implements PluginHandler: it opens the driver's channel. A re-registration under the
+// same name replaces the channel; the old one closes after its in-flight calls' deadline (watcher.py
+// keeps a re-registering driver without a gap the same way).
+func (r *Registry) RegisterPlugin(name, endpoint string, versions []string, _ *time.Duration) error {
+	conn, err := grpc.NewClient("unix://"+endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("CCI driver %s: cannot open a channel to %s: %w", pyRepr(name), pyRepr(endpoint), err)
+	}
+	driver := &Driver{Name: name, Endpoint: endpoint, conn: conn, client: cciv1alpha1.NewCCIDriverClient(conn), timeout: r.timeout}
+	r.mu.Lock()
+	old := r.drivers[name]
+	r.drivers[name] = driver
+	hook := r.onRegister
+	r.mu.Unlock()
+	if old != nil {
+		time.AfterFunc(r.timeout, func() { _ = old.conn.Close() })
+	}
+	if hook != nil {
+		hook(name)
+	}
+	return nil
+}
+
+// DeRegisterPlugin implements PluginHandler: the driver's socket is gone. A stale deregistration (the
+// endpoint of a channel already replaced) changes nothing.
+func (r *Registry) DeRegisterPlugin(name, endpoint string) {
+	r.mu.Lock()
+	driver := r.drivers[name]
+	if driver != nil && driver.Endpoint == endpoint {
+		delete(r.drivers, name)
+	} else {
+		driver = nil
+	}
+	r.mu.Unlock()
+	if driver != nil {
+		_ = driver.conn.Close()
+	}
+}
+
+// Get returns a registered driver or nil.
+func (r *Registry) Get(name string) *Driver {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.drivers[name]
+}
+
+// Names lists the registered drivers, sorted.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.drivers))
+	for name := range r.drivers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Close drops every channel (tests; the kubelet never stops its handlers).
+func (r *Registry) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name, d := range r.drivers {
+		_ = d.conn.Close()
+		delete(r.drivers, name)
+	}
+}
+
+func (d *Driver) rpcFailure(err error, rpc string) *Rejection {
+	code := status.Code(err)
+	if code == codes.DeadlineExceeded {
+		return reject(ReasonDriverTimeout, true, "%s to driver %s did not answer within %ss", rpc, pyRepr(d.Name),
+			pyFloat(d.timeout.Seconds()))
+	}
+	return reject(ReasonDriverUnavailable, true, "%s to driver %s failed: %s: %s", rpc, pyRepr(d.Name),
+		pyStatusCode(code), status.Convert(err).Message())
+}
+
+// Admit is CCIAdmit under the deadline.
+func (d *Driver) Admit(ctx context.Context, req *cciv1alpha1.AdmitRequest) (*cciv1alpha1.AdmitResponse, *Rejection) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	resp, err := d.client.CCIAdmit(ctx, req)
+	if err != nil {
+		return nil, d.rpcFailure(err, "CCIAdmit")
+	}
+	return resp, nil
+}
+
+// Add is CCIAddContainerResource under the deadline; a reply with err refuses the container.
+func (d *Driver) Add(ctx context.Context, req *cciv1alpha1.AddResourceRequest) *Rejection {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	resp, err := d.client.CCIAddContainerResource(ctx, req)
+	if err != nil {
+		return d.rpcFailure(err, "CCIAddContainerResource")
+	}
+	if resp.GetErr() != "" {
+		return reject(ReasonAddError, true, "driver %s: %s", pyRepr(d.Name), resp.GetErr())
+	}
+	return nil
+}
+
+// Remove is CCIRemoveContainerResource under the deadline; "" on success, else what went wrong (the
+// manager keeps the removal owed and sends it again later).
+func (d *Driver) Remove(ctx context.Context, req *cciv1alpha1.RemoveResourceRequest) string {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	resp, err := d.client.CCIRemoveContainerResource(ctx, req)
+	if err != nil {
+		return pyStatusCode(status.Code(err))
+	}
+	return resp.GetErr()
+}
