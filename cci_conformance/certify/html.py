@@ -27,12 +27,12 @@ def _e(value) -> str:
 def _run_table(run: dict) -> str:
     driver = run["driver"]
     env = run["environment"]
+    digest = driver.get("digest") or {}
     rows = [
         ("driver", f"{driver['name']} {driver.get('version') or ''}".strip()),
         ("capabilities", ", ".join(driver["capabilities"]) or "none"),
         ("manifest", f"{driver['manifest']} (sha256 {driver.get('manifest_sha256') or '?'})"),
-        ("what ran", f"{(driver.get('digest') or {}).get('of', '?')} sha256 "
-                     f"{(driver.get('digest') or {}).get('value', '?')} ({(driver.get('digest') or {}).get('files', '?')} files)"),
+        ("what ran", f"{digest.get('of', '?')} sha256 {digest.get('value', '?')} ({digest.get('files', '?')} files)"),
         ("topologies", ", ".join(f"{t['name']} ({t.get('cpus', '?')} CPUs)" for t in run["topologies"])),
         ("backend / node profile", f"{run['backend']} / {run['node_profile']} ({run.get('node_mode') or '?'} mode)"),
         ("latency profile", (run["profile"] or {}).get("name", "?")),

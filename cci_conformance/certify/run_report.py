@@ -136,8 +136,8 @@ class CertificationReporter:
             "node_mode": node_mode,
             "profile": profile, "workers": int(workers) if isinstance(workers, int) else 0,
             "pytest_args": [str(a) for a in self.config.invocation_params.args],
-            "exit_status": exit_status, "stopped_early": self.stopped_early, "environment": {k: v for k, v in self.environment.items()
-                                                        if k != "harness_version"},
+            "exit_status": exit_status, "stopped_early": self.stopped_early,
+            "environment": {k: v for k, v in self.environment.items() if k != "harness_version"},
         }
 
     def _split_junit(self, report: dict) -> None:

@@ -88,7 +88,8 @@ def test_a_driver_that_never_starts_stops_the_run_before_any_test_with_its_logs_
     report = _report(suite)
     assert validation_errors(report) == []
     assert set(statuses(report).values()) == {"untested"} and report["verdict"]["exit_code"] == 1
-    assert "never registered" in report["run"]["stopped_early"] and "startup_timeout_s" in report["run"]["stopped_early"]
+    stopped = report["run"]["stopped_early"]
+    assert "never registered" in stopped and "startup_timeout_s" in stopped
     assert [e["kind"] for e in report["errors"]] == ["driver-start"]
     kept = list((suite / "out" / "sessions").glob("*-failed-start/node.log"))
     assert kept, "the logs of a failed start must be kept in the bundle"

@@ -1,4 +1,4 @@
-"""A driver that never registers stops `cci-conformance run` in seconds, with one message and every requirement untested."""
+"""A driver that never registers stops `cci-conformance run` in seconds, with one message, the rest untested."""
 
 from __future__ import annotations
 

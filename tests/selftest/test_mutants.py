@@ -115,7 +115,8 @@ def test_every_requirement_has_a_mutant_or_is_a_node_obligation():
         assert rid in section[1], f"README.md's 'Requirements no driver can break' does not explain {rid}"
     open_gaps = readme.split("## Requirements no mutant proves yet", 1)
     for rid in unproven:
-        assert len(open_gaps) == 2 and rid in open_gaps[1], f"README.md's 'Requirements no mutant proves yet' lacks {rid}"
+        assert len(open_gaps) == 2 and rid in open_gaps[1], \
+            f"README.md's 'Requirements no mutant proves yet' lacks {rid}"
     known = readme.split("## Known false passes of the suites", 1)
     for name, entry in load_targets().items():
         if entry.get("suite_gap"):
