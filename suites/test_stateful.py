@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+import random
+import time
 from dataclasses import dataclass
 
 import pytest
 from claimkit import available_now, claim_pod, fmt, group, node_problems, params, standard_pod, static_pod, violations
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, invariant, precondition, rule
 
 from cci_conformance.protocol.claims import parse_claim
 from cci_conformance.protocol.semantics import GroupReply, check_admission, group_is_satisfiable
 
-MAX_EXAMPLES = 3
-STEPS = 14
+# Random examples run in rounds of ROUND, each round seeded from the previous one's seed, until BUDGET_S of
+# wall time is spent (at least MIN_EXAMPLES, at most MAX_EXAMPLES): a few minutes of a certification run,
+# not three fixed examples. A failure names its round's seed; `--hypothesis-seed SEED` (hypothesis's own
+# pytest option) starts the chain there, so the failing round is replayed first (docs/certification.md).
+BUDGET_S = 45.0
+MIN_EXAMPLES = 20
+MAX_EXAMPLES = 400
+ROUND = 10
+STEPS = 20
+SEED_OPTION = "--hypothesis-seed"
 
 
 @dataclass
@@ -35,7 +45,7 @@ def group_strategy(topology, caps: set[str]):
 
     @st.composite
     def one(draw):
-        excl = "exclusive" in caps and (draw(st.booleans()) or "shared" not in caps)
+        excl = draw(st.booleans())  # EXCLUSIVE and SHARED are the base every driver serves (S1.11)
         cpu = ["EXCLUSIVE" if excl else "SHARED"]
         sib = draw(st.sampled_from(["", "PREFERRED", "REQUIRED"] + (["DENIED"] if excl else [])))
         if "core-siblings" not in caps:
@@ -76,9 +86,11 @@ class NodeMachine(RuleBasedStateMachine):
     session = topology = caps = strict = None
     broken: list[str] = []
     static_ok = False
+    examples = 0
 
     def __init__(self):
         super().__init__()
+        type(self).examples += 1
         self.live: dict[str, Live] = {}
         self.node_restarts = self.driver_restarts = 0
 
@@ -174,21 +186,56 @@ class NodeMachine(RuleBasedStateMachine):
             self.session.delete_pod(uid)
 
 
+def first_seed(config) -> int:
+    """The seed of the first round: hypothesis's --hypothesis-seed when given, else a fresh random one."""
+    given = config.getoption(SEED_OPTION, None)
+    if given is None:
+        return random.SystemRandom().randrange(2**32)
+    try:
+        return int(given)
+    except ValueError:
+        pytest.fail(f"{SEED_OPTION}={given!r}: ACCT-010 needs an integer seed; fix: pass the number a failure "
+                    f"printed, e.g. {SEED_OPTION}=1234", pytrace=False)
+
+
+def run_rounds(machine, first: int, budget_s: float = BUDGET_S) -> tuple[int, int]:
+    """Run seeded rounds of the state machine until the budget is spent; (examples run, rounds run).
+
+    On a failure raises it with ``machine.failed_seed`` set to the seed that replays its round."""
+    round_seed, rounds, start = first, 0, time.monotonic()
+    options = settings(max_examples=ROUND, stateful_step_count=STEPS, deadline=None, database=None,
+                       suppress_health_check=list(HealthCheck), print_blob=False,
+                       phases=(Phase.explicit, Phase.generate))  # no shrinking: a live node may not replay it
+    while machine.examples < MIN_EXAMPLES or (
+            time.monotonic() - start < budget_s and machine.examples < MAX_EXAMPLES):
+        machine.failed_seed = round_seed
+        seed(round_seed)(get_state_machine_test(machine, settings=options))()
+        rounds += 1
+        round_seed = random.Random(round_seed).randrange(2**32)  # the chain is fixed by the first seed
+    machine.failed_seed = None
+    return machine.examples, rounds
+
+
 @pytest.mark.requirement("ACCT-010")
 @pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
-def test_invariants_hold_under_random_interleavings(node, topology, driver_manifest, node_profile):
+def test_invariants_hold_under_random_interleavings(node, topology, driver_manifest, node_profile, request,
+                                                     record_figure):
     """Every node invariant and every live grant's semantics MUST hold after every step of any interleaving."""
     session = node
     options = node_profile.get("cpuManagerPolicyOptions", {})
     machine = type("Machine", (NodeMachine,), {
         "session": session, "topology": topology, "caps": set(driver_manifest.capabilities),
         "strict": options.get("strict-cpu-reservation") == "true",
-        "static_ok": node_profile.get("cpuManagerPolicy") == "static", "broken": []})
+        "static_ok": node_profile.get("cpuManagerPolicy") == "static", "broken": [], "examples": 0})
+    first = first_seed(request.config)
+    record_figure("stateful first seed", first)  # report.json keeps it even when the run passes
     try:
-        run_state_machine_as_test(machine, settings=settings(
-            max_examples=MAX_EXAMPLES, stateful_step_count=STEPS, deadline=None, derandomize=True, database=None,
-            suppress_health_check=list(HealthCheck), print_blob=False, phases=(Phase.explicit, Phase.generate)))
-    except Exception:
-        if machine.broken:  # the first broken invariant, not hypothesis's report of a replay that diverged
-            pytest.fail(machine.broken[0], pytrace=False)
-        raise
+        examples, rounds = run_rounds(machine, first)
+    except Exception as exc:
+        replay = (f"hypothesis seed {machine.failed_seed} (replay: pytest suites/test_stateful.py "
+                  f"--cci-topology {topology.name} {SEED_OPTION}={machine.failed_seed})")
+        record_figure("stateful failing seed", machine.failed_seed)
+        # the first broken invariant, not hypothesis's report of a replay that diverged
+        pytest.fail(f"{machine.broken[0] if machine.broken else exc}; {replay}", pytrace=False)
+    record_figure("stateful examples", examples)
+    record_figure("stateful steps per example", STEPS)
