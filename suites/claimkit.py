@@ -131,7 +131,7 @@ def free_cores(topology: Topology, free: CPUs) -> list[CPUs]:
     return [c for c in topology.cores if c <= free]
 
 
-def driver_client(session):
+def driver_client(session, deadline_s: float = 5.0):
     """A CCI client on the driver's own socket, for calls the node never repeats (retries after a lost reply)."""
     from cci_conformance.drivers.client import CCIClient
 
@@ -140,7 +140,7 @@ def driver_client(session):
         from cci_conformance.certify.outcomes import not_applicable
 
         not_applicable("this backend does not expose the driver's CCI socket")
-    return CCIClient(endpoint, deadline_s=5.0)
+    return CCIClient(endpoint, deadline_s=deadline_s)
 
 
 def handle(parameters: dict) -> str:
