@@ -235,7 +235,8 @@ def test_invariants_hold_under_random_interleavings(node, topology, driver_manif
         replay = (f"hypothesis seed {machine.failed_seed} (replay: pytest suites/test_stateful.py "
                   f"--cci-topology {topology.name} {SEED_OPTION}={machine.failed_seed})")
         record_figure("stateful failing seed", machine.failed_seed)
-        # the first broken invariant, not hypothesis's report of a replay that diverged
-        pytest.fail(f"{machine.broken[0] if machine.broken else exc}; {replay}", pytrace=False)
+        # the seed first (reports shorten long reasons), then the first broken invariant, not hypothesis's
+        # report of a replay that diverged
+        pytest.fail(f"{replay}: {machine.broken[0] if machine.broken else exc}", pytrace=False)
     record_figure("stateful examples", examples)
     record_figure("stateful steps per example", STEPS)
