@@ -6,6 +6,7 @@ import ast
 
 import pytest
 
+from cci_conformance.certify.catalog import load_catalog
 from cci_conformance.paths import SUITES_DIR
 from cci_conformance.protocol.capabilities import BASE_CAPABILITIES, OPTIONAL_CAPABILITIES, needed_capabilities
 from cci_conformance.protocol.claims import parse_claim
@@ -29,6 +30,19 @@ def test_no_suite_test_needs_a_base_capability():
     bad = [m for m in needs_markers() if m[2] in BASE_CAPABILITIES]
     assert not bad, f"@pytest.mark.needs names a base capability: {bad}"
     assert {m[2] for m in needs_markers()} <= set(OPTIONAL_CAPABILITIES)
+
+
+def test_every_test_needs_exactly_its_requirements_capability():
+    """Catalog `capability:` and @pytest.mark.needs agree: a capability requirement's tests need it (else they
+    would send its claims to drivers without it), and a base requirement's tests need nothing (else a driver
+    declaring only the base would leave it untested)."""
+    needs: dict[str, set[str]] = {}
+    for module, test, cap in needs_markers():
+        needs.setdefault(f"{module}::{test}", set()).add(cap)
+    catalog = load_catalog()
+    wrong = [(r.id, t, sorted(needs.get(t, ())), r.capability) for r in catalog.requirements for t in r.tests
+             if needs.get(t, set()) != ({r.capability} if r.capability else set())]
+    assert not wrong, "requirement, test, @needs, catalog capability: " + "; ".join(map(str, wrong))
 
 
 @pytest.mark.parametrize(("parameters", "needed"), [
