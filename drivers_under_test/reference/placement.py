@@ -64,6 +64,11 @@ class Placer:
             if len(whole) < n:
                 raise NoFit
             return frozenset(core[0] for core in whole[:n])
+        return self.pack(whole, partial, n, siblings)
+
+    def pack(self, whole: list[tuple[int, ...]], partial: list[tuple[int, ...]], n: int, siblings: str) -> CPUs:
+        """``n`` CPUs from these whole free cores and free threads of partly used cores: whole cores first,
+        then (preferred) the fewest split cores, at most one whenever the cores allow it (spec S2.4)."""
         taken: list[int] = []
         rem = n
         for core in sorted(whole, key=len, reverse=True):  # hybrid parts: big cores first
@@ -125,6 +130,13 @@ class Placer:
         order = sorted(nodes, key=lambda nd: (caps[nd] != sizes[nd], -caps[nd], nd))
         if siblings == "required":
             return self.take_whole_cores(order, free, n)
+        if siblings == "preferred":  # packed across the nodes as a whole: node by node would split one per node
+            whole, partial = [], []
+            for node in order:
+                w, p = self.free_cores(node, free)
+                whole += w
+                partial += p
+            return self.pack(whole, partial, n, siblings)
         taken: CPUs = frozenset()
         rem = n
         for node in order:
@@ -155,8 +167,15 @@ class Placer:
                     return frozenset(taken)
         raise NoFit
 
+    @cached_property
+    def mixed_cores(self) -> bool:
+        """Cores of several sizes (hybrid parts, offline siblings): whole-core counts are not multiples of t."""
+        return len({len(c) for c in self.topology.cores}) > 1
+
     def take_spread(self, nodes: list[int], free: CPUs, n: int, siblings: str, unit: int) -> CPUs:
         """Interleave: at least ``unit`` CPUs on every node of ``nodes``, the rest spread evenly."""
+        if siblings == "required" and self.mixed_cores:
+            return self.take_spread_whole(nodes, free, n)
         caps = {node: self.capacity(node, free, siblings) // unit for node in nodes}
         units = n // unit
         if n % unit or units < len(nodes) or any(c < 1 for c in caps.values()) or sum(caps.values()) < units:
@@ -176,3 +195,24 @@ class Placer:
         for node in nodes:
             taken |= self.take_on_node(node, free, share[node] * unit, siblings)
         return taken
+
+    def take_spread_whole(self, nodes: list[int], free: CPUs, n: int) -> CPUs:
+        """Interleave with whole cores of several sizes: exactly ``n`` CPUs, at least one whole core per node
+        (a subset sum per node, then one over the nodes; the sums stay below ``n``)."""
+        sums: dict[int, dict[int, tuple]] = {}
+        for node in nodes:
+            reach: dict[int, tuple] = {0: ()}
+            for core in self.free_cores(node, free)[0]:
+                for total, cores in list(reach.items()):
+                    if total + len(core) <= n and total + len(core) not in reach:
+                        reach[total + len(core)] = cores + (core,)
+            reach.pop(0)
+            if not reach:
+                raise NoFit
+            sums[node] = reach
+        totals: dict[int, tuple[int, ...]] = {0: ()}
+        for node in nodes:
+            totals = {t + k: parts + (k,) for t, parts in totals.items() for k in sums[node] if t + k <= n}
+        if n not in totals:
+            raise NoFit
+        return frozenset(c for node, k in zip(nodes, totals[n], strict=True) for core in sums[node][k] for c in core)

@@ -35,7 +35,8 @@ class ReferencePolicy(Policy):
     def choose_group(self, group: CoreGroup, free: CPUs) -> CPUs:
         """Try the plans the group's attributes allow, in preference order (spec S2.5-S2.7)."""
         unit = self.topology.threads_per_core if group.siblings == "required" else 1
-        for count in self.counts(group, unit):
+        # where cores differ in size, whole cores can add up to any count of a range, not only multiples of t
+        for count in self.counts(group, 1 if self.placer.mixed_cores else unit):
             for plan, nodes in self.plans(group):
                 try:
                     if plan == "spread":
