@@ -130,3 +130,17 @@ def test_v0_2_0_really_builds_from_the_module_proxy():
         assert flag in usage, f"{flag} missing from dracpu -h of {built.version}"
     _, infos, _ = _layer_members(built.archive)
     assert infos["dracpu"].size == built.binary.stat().st_size
+
+
+def test_cli_prints_one_json_line_per_version_and_refuses_unknown_ones(tmp_path, monkeypatch, capsys):
+    from cci_conformance.cli import main
+
+    monkeypatch.setenv("CCI_KIND_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(gobuild, "go_version", lambda: "go-test")
+    monkeypatch.setattr(gobuild, "build", _fake_build(tmp_path, b"\x7fELF cli"))
+    assert main(["kind", "build-dra-cpu", "--version", "v0.2.0"]) == 0
+    line = json.loads(capsys.readouterr().out.strip())
+    assert line["image"] == "localhost/cci-conformance/dra-driver-cpu:v0.2.0"
+    assert Path(line["archive"]).is_file() and line["reused"] is False
+    assert main(["kind", "build-dra-cpu", "--version", "v0.3.0"]) == 2
+    assert "--version" in capsys.readouterr().err
