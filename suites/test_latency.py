@@ -40,7 +40,7 @@ class Measurement:
         """LAT-003: admitted pods per wall-clock second the node waited on the driver over the whole fill.
 
         Every attempt counts, refused ones included, with all its RPCs (CCIAdmit, CCIAddContainerResource);
-        the node's own bookkeeping does not: it is the harness's, not the driver's (docs/spec.md S4.5)."""
+        the node's own bookkeeping does not: it is the harness's, not the driver's (docs/spec.md §4.5)."""
         return self.fill_admissions / max(self.fill_driver_s, 1e-9)
 
     @property
@@ -202,7 +202,7 @@ def test_latency_growth_from_smallest_to_this_topology(latency, budgets, cci_set
 
     The base is the smallest machine of the library (or of the run, if smaller), measured whatever the run's
     set; a run machine too close to it in size is judged through a larger probe machine instead, so the
-    requirement can fail on any set of topologies, a single one included (docs/spec.md S4.5)."""
+    requirement can fail on any set of topologies, a single one included (docs/spec.md §4.5)."""
     base, probe = growth_machines(topology, [load_topology(n) for n in cci_settings.topologies])
     caps = driver_manifest.capabilities
     base_m = measured(base, node_session_factory, budgets, caps)
@@ -210,7 +210,7 @@ def test_latency_growth_from_smallest_to_this_topology(latency, budgets, cci_set
     floor = 0.1 * budgets.p50_s  # below a tenth of the budget, ratios of microseconds are noise, not growth
     factor = max(percentile(probe_m.all, 50), floor) / max(percentile(base_m.all, 50), floor)
     record_figure("topology growth of p50", factor, "x", budget=budgets.max_topology_growth)
-    record_figure("growth base and probe CPUs", len(probe.cpus) / len(base.cpus), "x")
+    record_figure("CPUs of the growth probe over the base machine", len(probe.cpus) / len(base.cpus), "x")
     assert factor <= budgets.max_topology_growth, \
         f"p50 grew {factor:.1f}x from {base.name} ({len(base.cpus)} CPUs) to {probe.name} ({len(probe.cpus)} CPUs)" \
         + ("" if probe.name == topology.name else f", the probe machine for {topology.name}")

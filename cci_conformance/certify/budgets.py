@@ -107,7 +107,7 @@ def load_budgets(name_or_file: str | Path | None = None) -> Budgets:
     return parse_budgets(data, path)
 
 
-# LAT-004 (docs/spec.md S4.5): growth is judged from a base machine the run measures whatever topologies the
+# LAT-004 (docs/spec.md §4.5): growth is judged from a base machine the run measures whatever topologies the
 # user picked, so the requirement can fail on a single topology, the smallest one included.
 GROWTH_DIRECT_RATIO = 2  # a run machine with at least this many times the base's CPUs is judged itself
 GROWTH_PROBE_RATIO = 4  # else the smallest library machine with at least this many times the base's CPUs is
