@@ -2,6 +2,7 @@ package main
 
 // Claim parameters (docs/spec.md S2.1, S2.8, S2.10): the JSON in AdmitRequest.resource_handle, one entry
 // per core group in four parallel arrays. Every refusal names the array, the index and the fix (S1.6).
+// Counts are ASCII decimal digits only: no blanks, signs or other scripts' digits (S2.1).
 
 import (
 	"bytes"

@@ -28,8 +28,9 @@ func refuse(format string, args ...any) *cci.AdmitResponse {
 
 // CCIAdmit reserves CPUs for one (pod, container) (S1.4, S1.5, section 2).
 func (d *Driver) CCIAdmit(ctx context.Context, req *cci.AdmitRequest) (*cci.AdmitResponse, error) {
-	for field, value := range map[string]string{"claim_uid": req.ClaimUid, "claim_name": req.ClaimName,
-		"pod": req.Pod, "container": req.Container} {
+	// Only the fields the driver keys on are checked; namespace and claim_name are labels (S1.3).
+	for field, value := range map[string]string{"claim_uid": req.ClaimUid, "pod": req.Pod,
+		"container": req.Container} {
 		if value == "" {
 			return refuse("AdmitRequest.%s is empty; fix: the node must send it (docs/spec.md S1.3)", field), nil
 		}
@@ -134,12 +135,11 @@ func (d *Driver) CCIAddContainerResource(ctx context.Context, req *cci.AddResour
 
 // CCIRemoveContainerResource frees a container's CPUs and withheld siblings (S1.7).
 func (d *Driver) CCIRemoveContainerResource(ctx context.Context, req *cci.RemoveResourceRequest) (*cci.RemoveResourceResponse, error) {
-	for field, value := range map[string]string{"namespace": req.Namespace, "claim_uid": req.ClaimUid,
-		"claim_name": req.ClaimName} {
-		if value == "" {
-			return &cci.RemoveResourceResponse{Err: fmt.Sprintf("RemoveResourceRequest.%s is empty; fix: the node "+
-				"must send it (S1.7)", field)}, nil
-		}
+	// claim_uid is the key; an empty namespace or claim_name must not block a Remove (a refused Remove
+	// leaves CPUs held until the node retries, S1.3).
+	if req.ClaimUid == "" {
+		return &cci.RemoveResourceResponse{Err: "RemoveResourceRequest.claim_uid is empty; fix: the node must " +
+			"send the claim's uid (S1.7)"}, nil
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
