@@ -99,6 +99,7 @@ def test_image_archive_is_cached_by_binary_digest(tmp_path, monkeypatch):
     stamp = first.archive.stat().st_mtime_ns
     again = dracpu.build_image("v0.2.0")
     assert again.archive == first.archive and again.archive.stat().st_mtime_ns == stamp
+    assert first.reused is False and again.reused is True
     monkeypatch.setattr(gobuild, "build", _fake_build(tmp_path, b"\x7fELF two"))
     rebuilt = dracpu.build_image("v0.2.0")
     assert rebuilt.archive != first.archive and rebuilt.binary_sha256 != first.binary_sha256
