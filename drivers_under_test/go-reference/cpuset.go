@@ -94,8 +94,28 @@ func (s CPUSet) Minus(o CPUSet) CPUSet {
 	return s.combine(o, func(a, b uint64) uint64 { return a &^ b })
 }
 
-// SubsetOf tells whether every CPU of s is in o.
-func (s CPUSet) SubsetOf(o CPUSet) bool { return s.Minus(o).IsEmpty() }
+// SubsetOf tells whether every CPU of s is in o (no allocation: placement calls it per core).
+func (s CPUSet) SubsetOf(o CPUSet) bool {
+	for i, w := range s.w {
+		var other uint64
+		if i < len(o.w) {
+			other = o.w[i]
+		}
+		if w&^other != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// IntersectLen is |s ∩ o| without building the set.
+func (s CPUSet) IntersectLen(o CPUSet) int {
+	n := 0
+	for i := 0; i < len(s.w) && i < len(o.w); i++ {
+		n += bits.OnesCount64(s.w[i] & o.w[i])
+	}
+	return n
+}
 
 // Equal tells whether both sets hold the same CPUs.
 func (s CPUSet) Equal(o CPUSet) bool { return s.SubsetOf(o) && o.SubsetOf(s) }

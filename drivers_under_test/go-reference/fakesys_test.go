@@ -14,7 +14,7 @@ type fakeMachine struct {
 	devices map[string]int // PCI address -> numa_node
 }
 
-func write(t *testing.T, path, text string) {
+func write(t testing.TB, path, text string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -24,7 +24,7 @@ func write(t *testing.T, path, text string) {
 	}
 }
 
-func (m fakeMachine) render(t *testing.T) string {
+func (m fakeMachine) render(t testing.TB) string {
 	t.Helper()
 	root := t.TempDir()
 	var online CPUSet

@@ -14,26 +14,36 @@ type Grant struct {
 	Withheld CPUSet // CORE-SIBLING-DENIED siblings kept from everyone (S2.4)
 }
 
-// coreThreadsIn gives, per core, its threads inside region.
-func (t *Topology) wholeCores(region CPUSet) []int {
+// wholeCores gives the cores among candidates whose every thread is in region.
+func (t *Topology) wholeCores(region CPUSet, candidates []int) []int {
 	var out []int
-	for i, c := range t.Cores {
-		if c.Threads.SubsetOf(region) {
+	for _, i := range candidates {
+		if t.Cores[i].Threads.SubsetOf(region) {
 			out = append(out, i)
 		}
 	}
 	return out
 }
 
+// allCores is every core index, for placements not bound to one node.
+func (t *Topology) allCores() []int {
+	out := make([]int, len(t.Cores))
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
 // pickIn places n CPUs inside region under the sibling rule; free is what the group may touch at all
 // (DENIED siblings must be free too, S2.4).
-func (t *Topology) pickIn(region CPUSet, n int, sib siblingMode) (Grant, bool) {
+// candidates are the cores region can touch (a node's cores, or all), so the work is per node.
+func (t *Topology) pickIn(region CPUSet, candidates []int, n int, sib siblingMode) (Grant, bool) {
 	var g Grant
 	switch sib {
 	case sibRequired:
 		// Whole cores only; largest first so hybrid parts use P-cores before E-cores and the sum is exact
 		// (thread counts 4, 2 and 1 divide each other, so largest-first never misses an exact sum).
-		cores := t.wholeCores(region)
+		cores := t.wholeCores(region, candidates)
 		sort.SliceStable(cores, func(a, b int) bool { return t.Cores[cores[a]].Threads.Len() > t.Cores[cores[b]].Threads.Len() })
 		left := n
 		for _, ci := range cores {
@@ -46,7 +56,7 @@ func (t *Topology) pickIn(region CPUSet, n int, sib siblingMode) (Grant, bool) {
 	case sibDenied:
 		// One thread per core whose every thread is free; its siblings are withheld. Cores with fewest
 		// threads first: a 1-thread core withholds nothing.
-		cores := t.wholeCores(region)
+		cores := t.wholeCores(region, candidates)
 		sort.SliceStable(cores, func(a, b int) bool { return t.Cores[cores[a]].Threads.Len() < t.Cores[cores[b]].Threads.Len() })
 		if len(cores) < n {
 			return g, false
@@ -63,10 +73,13 @@ func (t *Topology) pickIn(region CPUSet, n int, sib siblingMode) (Grant, bool) {
 	if region.Len() < n {
 		return g, false
 	}
-	cores := t.wholeCores(region)
+	cores := t.wholeCores(region, candidates)
 	sort.SliceStable(cores, func(a, b int) bool { return t.Cores[cores[a]].Threads.Len() > t.Cores[cores[b]].Threads.Len() })
 	left := n
 	for _, ci := range cores {
+		if left == 0 {
+			break
+		}
 		if k := t.Cores[ci].Threads.Len(); k <= left {
 			g.CPUs = g.CPUs.Union(t.Cores[ci].Threads)
 			left -= k
@@ -79,8 +92,8 @@ func (t *Topology) pickIn(region CPUSet, n int, sib siblingMode) (Grant, bool) {
 	// The remainder from the core with the fewest free threads that still holds it (leftovers of a
 	// partly used core before breaking a whole one).
 	best, bestFree := -1, 0
-	for i, c := range t.Cores {
-		free := c.Threads.Intersect(rest).Len()
+	for _, i := range candidates {
+		free := t.Cores[i].Threads.IntersectLen(rest)
 		if free >= left && (best < 0 || free < bestFree) {
 			best, bestFree = i, free
 		}
@@ -91,12 +104,9 @@ func (t *Topology) pickIn(region CPUSet, n int, sib siblingMode) (Grant, bool) {
 		return g, true
 	}
 	// No single core holds the remainder: fill from partly free cores, fullest first.
-	order := make([]int, len(t.Cores))
-	for i := range order {
-		order[i] = i
-	}
+	order := append([]int(nil), candidates...)
 	sort.SliceStable(order, func(a, b int) bool {
-		return t.Cores[order[a]].Threads.Intersect(rest).Len() > t.Cores[order[b]].Threads.Intersect(rest).Len()
+		return t.Cores[order[a]].Threads.IntersectLen(rest) > t.Cores[order[b]].Threads.IntersectLen(rest)
 	})
 	for _, ci := range order {
 		for _, id := range t.Cores[ci].Threads.Intersect(rest).List() {
@@ -110,10 +120,10 @@ func (t *Topology) pickIn(region CPUSet, n int, sib siblingMode) (Grant, bool) {
 	return g, left == 0
 }
 
-// wholeCapacity is how many CPUs of region sit in whole free cores.
-func (t *Topology) wholeCapacity(region CPUSet) int {
+// wholeCapacity is how many CPUs of region sit in whole free cores among candidates.
+func (t *Topology) wholeCapacity(region CPUSet, candidates []int) int {
 	n := 0
-	for _, ci := range t.wholeCores(region) {
+	for _, ci := range t.wholeCores(region, candidates) {
 		n += t.Cores[ci].Threads.Len()
 	}
 	return n
@@ -122,17 +132,27 @@ func (t *Topology) wholeCapacity(region CPUSet) int {
 // singleNode places the group on one of nodes: first where whole cores hold it (S2.4 packing), then
 // anywhere a node holds it; among equals the node with the fewest free CPUs (keep big nodes whole).
 func (t *Topology) singleNode(nodes []int, free CPUSet, n int, sib siblingMode) (Grant, bool) {
-	order := append([]int(nil), nodes...)
-	sort.SliceStable(order, func(a, b int) bool {
-		ra, rb := t.NodeCPUs[order[a]].Intersect(free), t.NodeCPUs[order[b]].Intersect(free)
-		wa, wb := t.wholeCapacity(ra) >= n, t.wholeCapacity(rb) >= n
-		if wa != wb {
-			return wa
+	type option struct {
+		node, free int
+		region     CPUSet
+		whole      bool
+	}
+	var options []option
+	for _, node := range nodes {
+		region := t.NodeCPUs[node].Intersect(free)
+		if region.Len() < n {
+			continue // cannot hold the group whatever the sibling rule
 		}
-		return ra.Len() < rb.Len()
+		options = append(options, option{node, region.Len(), region, t.wholeCapacity(region, t.NodeCores[node]) >= n})
+	}
+	sort.SliceStable(options, func(a, b int) bool {
+		if options[a].whole != options[b].whole {
+			return options[a].whole
+		}
+		return options[a].free < options[b].free
 	})
-	for _, node := range order {
-		if g, ok := t.pickIn(t.NodeCPUs[node].Intersect(free), n, sib); ok {
+	for _, o := range options {
+		if g, ok := t.pickIn(o.region, t.NodeCores[o.node], n, sib); ok {
 			return g, true
 		}
 	}
@@ -154,9 +174,9 @@ func (t *Topology) interleave(free CPUSet, n int, sib siblingMode) (Grant, bool)
 		region := t.NodeCPUs[node].Intersect(free)
 		switch sib {
 		case sibRequired:
-			capacity[node] = t.wholeCapacity(region) / unit
+			capacity[node] = t.wholeCapacity(region, t.NodeCores[node]) / unit
 		case sibDenied:
-			capacity[node] = len(t.wholeCores(region))
+			capacity[node] = len(t.wholeCores(region, t.NodeCores[node]))
 		default:
 			capacity[node] = region.Len()
 		}
@@ -181,7 +201,7 @@ func (t *Topology) interleave(free CPUSet, n int, sib siblingMode) (Grant, bool)
 	}
 	var out Grant
 	for _, node := range t.Nodes {
-		g, ok := t.pickIn(t.NodeCPUs[node].Intersect(free), quota[node]*unit, sib)
+		g, ok := t.pickIn(t.NodeCPUs[node].Intersect(free), t.NodeCores[node], quota[node]*unit, sib)
 		if !ok {
 			return Grant{}, false
 		}
@@ -201,7 +221,7 @@ func (t *Topology) placeCount(g Group, n int, free CPUSet, deviceNode int) (Gran
 		if gr, ok := t.singleNode(t.Nodes, free, n, g.Sibling); ok { // one node keeps memory local
 			return gr, true
 		}
-		return t.pickIn(free, n, g.Sibling)
+		return t.pickIn(free, t.allCores(), n, g.Sibling)
 	}
 	var attempts []func() (Grant, bool)
 	device := []int{deviceNode}

@@ -141,3 +141,38 @@ func TestGroupsAreDisjointAndRangesTakeTheMost(t *testing.T) {
 		t.Fatal("17 CPUs placed on 16")
 	}
 }
+
+// BenchmarkPlaceOn1024CPUs is one admission's placement on a scale-8s-1024-like machine (16 nodes x 32
+// cores x 2 threads) with a quarter of the CPUs taken: the work must stay per node, not per machine.
+func BenchmarkPlaceOn1024CPUs(b *testing.B) {
+	var m fakeMachine
+	for n := 0; n < 16; n++ {
+		var cores [][]int
+		for c := 0; c < 32; c++ {
+			first := n*32 + c
+			cores = append(cores, []int{first, first + 512})
+		}
+		m.nodes = append(m.nodes, cores)
+	}
+	topo, err := ReadTopology(m.render(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var free CPUSet
+	for cpu := 0; cpu < 1024; cpu++ {
+		if cpu%4 != 0 {
+			free.Add(cpu)
+		}
+	}
+	groups, err := ParseClaim(`{"cores": ["2"], "cpu attributes": [["EXCLUSIVE", "CORE-SIBLING-PREFERRED"]],
+		"mem attributes": ["NUMA-MEM-AFFINITY-BIND-PREFERRED"]}`, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := topo.PlaceClaim(groups, free); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

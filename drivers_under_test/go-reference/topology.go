@@ -21,14 +21,15 @@ type Core struct {
 
 // Topology is what placement needs.
 type Topology struct {
-	Online   CPUSet
-	Cores    []Core      // ordered by (node, lowest thread)
-	CoreOf   map[int]int // cpu -> index into Cores
-	Nodes    []int       // NUMA nodes that have online CPUs, ascending (S2.6: CPU-less nodes do not count)
-	NodeCPUs map[int]CPUSet
-	MaxT     int // the machine's largest number of threads per core (S2.4)
-	sysRoot  string
-	onlineTx string
+	Online    CPUSet
+	Cores     []Core      // ordered by (node, lowest thread)
+	CoreOf    map[int]int // cpu -> index into Cores
+	Nodes     []int       // NUMA nodes that have online CPUs, ascending (S2.6: CPU-less nodes do not count)
+	NodeCPUs  map[int]CPUSet
+	NodeCores map[int][]int // node -> indices into Cores
+	MaxT      int           // the machine's largest number of threads per core (S2.4)
+	sysRoot   string
+	onlineTx  string
 }
 
 func readTrim(path string) (string, error) {
@@ -118,7 +119,9 @@ func ReadTopology(sysRoot string) (*Topology, error) {
 		}
 		return t.Cores[i].Threads.List()[0] < t.Cores[j].Threads.List()[0]
 	})
+	t.NodeCores = map[int][]int{}
 	for i, c := range t.Cores {
+		t.NodeCores[c.Node] = append(t.NodeCores[c.Node], i)
 		for _, cpu := range c.Threads.List() {
 			t.CoreOf[cpu] = i
 		}
