@@ -96,7 +96,8 @@ def build_driver(manifest: DriverManifest, log_dir: Path | str) -> BuildResult |
         else:
             _write_log(log_path, result, reused=True)
     if not result.ok:
-        raise BuildError(f"{result.problem}; build log {log_path}:\n{_tail(result.log_text)}",
+        # The output first: a run's one STOPPED line is cut short (certify/probe.py), the log path is not news.
+        raise BuildError(f"{result.problem}: {_tail(result.log_text)}\n(build log {log_path})",
                          file=str(manifest.path), field="local.build",
                          fix="make the build command succeed in the manifest folder, or raise "
                              "local.build_timeout_s")
@@ -160,7 +161,7 @@ def _run_build(manifest: DriverManifest, log_path: Path) -> BuildResult:
     if timed_out:
         problem = f"build did not finish within local.build_timeout_s={manifest.build_timeout_s:g} s and was killed"
     elif code != 0:
-        problem = f"build exited with code {code} after {seconds:.1f} s: {' '.join(argv)}"
+        problem = f"`{' '.join(manifest.build)}` exited with code {code} after {seconds:.1f} s"
     else:
         problem = ""
     return BuildResult(run_id(), not problem, problem, argv, seconds, text)
@@ -173,4 +174,6 @@ def _write_log(log_path: Path, result: BuildResult, reused: bool) -> None:
 
 
 def _tail(text: str) -> str:
-    return "\n".join(text.splitlines()[-LOG_TAIL_LINES:])
+    """The build's last output lines, without the harness's own ``---`` header lines."""
+    lines = [line for line in text.splitlines() if not line.startswith("--- ")]
+    return "\n".join(lines[-LOG_TAIL_LINES:]) or "(no output)"

@@ -24,7 +24,8 @@ def test_failed_build_stops_the_run_with_every_requirement_untested(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     stopped = next(line for line in done.stdout.splitlines() if line.startswith("[cci] STOPPED"))
-    assert f"{manifest}: local.build: build exited with code 2" in stopped and "main.go:7" in stopped
+    assert f"{manifest}: local.build: `{{python}} -c" in stopped and "exited with code 2" in stopped
+    assert "main.go:7: undefined: Admit" in stopped
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     statuses = {r["id"]: r["status"] for r in report["requirements"]}
     assert statuses.pop("REG-001") == "fail"  # the probe's requirement: the driver never registered
