@@ -162,19 +162,17 @@ func (t *Topology) singleNode(nodes []int, free CPUSet, n int, sib siblingMode) 
 // interleave spreads the group over every NUMA node with CPUs (S2.6), in units of whole cores for
 // CORE-SIBLING-REQUIRED.
 func (t *Topology) interleave(free CPUSet, n int, sib siblingMode) (Grant, bool) {
-	unit := 1
 	if sib == sibRequired {
-		unit = t.MaxT
+		return t.interleaveWholeCores(free, n)
 	}
-	if n%unit != 0 || n/unit < len(t.Nodes) {
+	unit := 1
+	if n < len(t.Nodes) {
 		return Grant{}, false
 	}
 	capacity := map[int]int{}
 	for _, node := range t.Nodes {
 		region := t.NodeCPUs[node].Intersect(free)
 		switch sib {
-		case sibRequired:
-			capacity[node] = t.wholeCapacity(region, t.NodeCores[node]) / unit
 		case sibDenied:
 			capacity[node] = len(t.wholeCores(region, t.NodeCores[node]))
 		default:
@@ -209,6 +207,66 @@ func (t *Topology) interleave(free CPUSet, n int, sib siblingMode) (Grant, bool)
 		out.Withheld = out.Withheld.Union(g.Withheld)
 	}
 	return out, true
+}
+
+// interleaveWholeCores spreads n CPUs of whole cores over every CPU node. A core counts with its online
+// threads, so a core whose sibling is offline is a whole core of one CPU (sparse machines): the share
+// of each node must be an exact sum of its free cores' sizes, found by a subset-sum over the nodes.
+func (t *Topology) interleaveWholeCores(free CPUSet, n int) (Grant, bool) {
+	k := len(t.Nodes)
+	sums := make([][]bool, k) // sums[i][s]: node i's whole free cores can give exactly s >= 1 CPUs
+	for i, node := range t.Nodes {
+		sums[i] = make([]bool, n+1)
+		sums[i][0] = true
+		for _, ci := range t.wholeCores(t.NodeCPUs[node].Intersect(free), t.NodeCores[node]) {
+			size := t.Cores[ci].Threads.Len()
+			for s := n; s >= size; s-- {
+				sums[i][s] = sums[i][s] || sums[i][s-size]
+			}
+		}
+		sums[i][0] = false // every node gets at least one CPU (S2.6)
+	}
+	// rest[i][s]: nodes i.. can give exactly s together.
+	rest := make([][]bool, k+1)
+	rest[k] = make([]bool, n+1)
+	rest[k][0] = true
+	for i := k - 1; i >= 0; i-- {
+		rest[i] = make([]bool, n+1)
+		limit := t.NodeCPUs[t.Nodes[i]].Len() // a node never gives more than its CPUs: O(k * n * node size)
+		for s := 0; s <= n; s++ {
+			for q := 1; q <= s && q <= limit && !rest[i][s]; q++ {
+				rest[i][s] = sums[i][q] && rest[i+1][s-q]
+			}
+		}
+	}
+	if !rest[0][n] {
+		return Grant{}, false
+	}
+	var out Grant
+	left := n
+	for i, node := range t.Nodes {
+		// The share closest to an even split that still lets the other nodes finish exactly.
+		target, best := left/(k-i), -1
+		for q := 1; q <= left; q++ {
+			if sums[i][q] && rest[i+1][left-q] && (best < 0 || abs(q-target) < abs(best-target)) {
+				best = q
+			}
+		}
+		g, ok := t.pickIn(t.NodeCPUs[node].Intersect(free), t.NodeCores[node], best, sibRequired)
+		if !ok {
+			return Grant{}, false
+		}
+		out.CPUs = out.CPUs.Union(g.CPUs)
+		left -= best
+	}
+	return out, true
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 // placeCount places exactly n CPUs for g from free; deviceNode is -1 without a device affinity.

@@ -176,3 +176,24 @@ func BenchmarkPlaceOn1024CPUs(b *testing.B) {
 		}
 	}
 }
+
+// A core whose sibling is offline is a whole core of one CPU: CORE-SIBLING-REQUIRED with interleave can
+// take one such core per node (found on sparse-offline by the stateful suite).
+func TestInterleaveWholeCoresUsesOneThreadCores(t *testing.T) {
+	m := fakeMachine{nodes: [][][]int{{{0, 4}, {1}}, {{2, 6}, {3}}}} // CPUs 5 and 7 offline
+	topo, err := ReadTopology(m.render(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := `{"cores": ["2"], "cpu attributes": [["CORE-SIBLING-REQUIRED"]], "mem attributes": ["NUMA-MEM-AFFINITY-INTERLEAVE-%s"]}`
+	for _, strength := range []string{"REQUIRED", "PREFERRED"} {
+		g := mustPlace(t, topo, strings.Replace(claim, "%s", strength, 1), topo.Online)[0]
+		if g.CPUs.String() != "1,3" {
+			t.Fatalf("%s: got %s, want the two one-thread cores 1,3", strength, g.CPUs)
+		}
+	}
+	g := mustPlace(t, topo, `{"cores": ["6"], "cpu attributes": [["CORE-SIBLING-REQUIRED"]], "mem attributes": ["NUMA-MEM-AFFINITY-INTERLEAVE-REQUIRED"]}`, topo.Online)[0]
+	if g.CPUs.Len() != 6 || splitCores(topo, g.CPUs) != 0 || len(nodesOf(topo, g.CPUs)) != 2 {
+		t.Fatalf("6 over two nodes: %s", g.CPUs)
+	}
+}
