@@ -81,8 +81,13 @@ def _upstream_gomod(component: GoComponent, workdir: Path, log: Path) -> str:
     return Path(json.loads(out)["GoMod"]).read_text()
 
 
-def write_wrapper_module(component: GoComponent, workdir: Path, log: Path) -> None:
-    """A throw-away main module that requires the component and maps its local replaces to published ones."""
+def write_wrapper_module(component: GoComponent, workdir: Path, log: Path,
+                         local_dirs: dict[str, str] | None = None) -> None:
+    """A throw-away main module that requires the component and maps its local replaces to published ones.
+
+    ``local_dirs`` maps module paths to directories under ``workdir`` (e.g. a patched copy of the
+    component itself): those modules are built from the directories instead.
+    """
     for stale in ("go.mod", "go.sum"):  # left by an interrupted earlier attempt
         (workdir / stale).unlink(missing_ok=True)
     upstream = _upstream_gomod(component, workdir, log)
@@ -91,9 +96,10 @@ def write_wrapper_module(component: GoComponent, workdir: Path, log: Path) -> No
     lines.append(f"require {component.module} {component.version}")
     lines += [f"require {req}" for req in component.extra_requires]
     replaced = local_replaces(upstream)
-    if replaced:
+    if replaced or local_dirs:
         lines += ["", "replace ("]
         lines += [f"\t{path} => {path} {pinned}" for path in replaced]
+        lines += [f"\t{path} => ./{directory}" for path, directory in sorted((local_dirs or {}).items())]
         lines.append(")")
     (workdir / "go.mod").write_text("\n".join(lines) + "\n")
     imports = "\n".join(f'\t_ "{pkg}"' for pkg in sorted(set(component.binaries.values())))
