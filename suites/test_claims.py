@@ -237,12 +237,14 @@ def test_bind_required_refuses_a_group_no_node_can_hold(node, topology, grant):
 
 @pytest.mark.requirement("CLAIM-010")
 @pytest.mark.needs("numa-bind")
-def test_bind_preferred_uses_one_node_when_it_can_and_spans_when_not(node, topology, grant):
+def test_bind_preferred_uses_one_node_when_it_can_and_spans_when_not(node, pods, topology, grant):
     """With NUMA-MEM-AFFINITY-BIND-PREFERRED the group MUST be on one node when one has room, else still granted."""
     nodes = cpu_nodes(topology)
-    _, problems = grant(exclusive(3, mem=BIND_PREF))
-    assert not problems, problems
     big = max(node_room(node, topology, nd) for nd in nodes)
+    for n in (3, big):  # big: only the emptiest node holds it (a driver with a wrong view of nodes spans)
+        result, problems = grant(exclusive(n, mem=BIND_PREF))
+        assert not problems, problems
+        pods.delete(result.containers[0].pod_uid)
     _, problems = grant(shared(big + 1, mem=BIND_PREF))
     assert not problems, problems
 
