@@ -154,3 +154,20 @@ def multi_claim_pod(*parameters: dict, uid: str | None = None) -> PodSpec:
     claims = tuple(ClaimRef(name=f"claim{i}", uid=f"claim{i}-{uid}", parameters=p) for i, p in enumerate(parameters))
     specs = tuple(ContainerSpec(name=f"c{i}", claim=f"claim{i}") for i in range(len(parameters)))
     return PodSpec(NAMESPACE, f"name-{uid}", uid, specs, claims)
+
+
+def admitter(node, pods, topology, driver_manifest):
+    """``admit(parameters) -> (result, problems)``: admit a claim pod; problems = §2 violations of its CPUs
+    (the claim suites' ``grant`` fixture)."""
+
+    def admit(parameters: dict, expect_admitted: bool = True):
+        before = node.snapshot()
+        result = pods.create(claim_pod(parameters))
+        if not expect_admitted:
+            return result, []
+        assert result.admitted, f"claim {parameters} refused: {result.reason}: {result.message}"
+        after = node.snapshot()
+        return result, [str(v) for v in violations(parameters, topology, driver_manifest.capabilities,
+                                                   available_now(before), result, after)]
+
+    return admit
