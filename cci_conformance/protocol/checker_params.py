@@ -17,7 +17,7 @@ MEM_NAMES = {"NUMA-MEM-AFFINITY-BIND-REQUIRED": "bind-required", "NUMA-MEM-AFFIN
              "NUMA-MEM-AFFINITY-INTERLEAVE-PREFERRED": "interleave-preferred", "NO-MEM-AFFINITY": "none"}
 DEVICE_NAMES = {"NUMA-DEVICE-AFFINITY-REQUIRED": "required", "NUMA-DEVICE-AFFINITY-PREFERRED": "preferred",
                 "NO-DEVICE-AFFINITY": "none"}
-_COUNT = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
+_COUNT = re.compile(r"([0-9]+)(?:-([0-9]+))?")  # S2.1: ASCII digits, no blanks
 
 
 class ParamError(ValueError):
@@ -55,7 +55,7 @@ def _bad(key: str, i: int | None, what: str) -> ParamError:
 def _count(value: Any, i: int) -> tuple[int, int]:
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)  # S2.1: a JSON integer is accepted as a count
-    m = _COUNT.match(value) if isinstance(value, str) else None
+    m = _COUNT.fullmatch(value) if isinstance(value, str) else None
     if m is None:
         raise _bad(CORES, i, f"{value!r} is neither a count nor a range")
     lo = int(m.group(1))

@@ -37,8 +37,8 @@ DEVICE_ATTRS = {
     "NUMA-DEVICE-AFFINITY-PREFERRED": "preferred",
     "NO-DEVICE-AFFINITY": "none",
 }
-_COUNT_RE = re.compile(r"^\s*(\d+)\s*$")
-_RANGE_RE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
+_COUNT_RE = re.compile(r"([0-9]+)")  # S2.1: ASCII digits, no blanks
+_RANGE_RE = re.compile(r"([0-9]+)-([0-9]+)")
 _BDF_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
@@ -94,13 +94,13 @@ def _parse_cores(value: Any, i: int, capabilities: Iterable[str]) -> tuple[int, 
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise _fail(KEY_CORES, i, f"{value!r} is not a count", 'write a count of logical CPUs as a string, e.g. "4"')
     text = str(value)
-    m = _COUNT_RE.match(text)
+    m = _COUNT_RE.fullmatch(text)
     if m:
         n = int(m.group(1))
         if n < 1:
             raise _fail(KEY_CORES, i, "a count of 0 asks for nothing", "ask for at least 1 CPU or drop the group")
         return n, n
-    m = _RANGE_RE.match(text)
+    m = _RANGE_RE.fullmatch(text)
     if m:
         lo, hi = int(m.group(1)), int(m.group(2))
         if "core-ranges" not in capabilities:

@@ -24,8 +24,8 @@ type ClaimShape struct {
 }
 
 var (
-	countRE = regexp.MustCompile(`^\s*(\d+)\s*$`)
-	rangeRE = regexp.MustCompile(`^\s*(\d+)\s*-\s*(\d+)\s*$`)
+	countRE = regexp.MustCompile(`^([0-9]+)$`)
+	rangeRE = regexp.MustCompile(`^([0-9]+)-([0-9]+)$`)
 	bdfRE   = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
 )
 

@@ -93,8 +93,8 @@ CLAIMS = [
     ('{"cores":["17"],"cpu attributes":[["EXCLUSIVE","CORE-SIBLING-DENIED"]]}', False),
     ('{"cores":["2"],"cpu attributes":[["exclusive"]]}', False),
 ]
-# S2.1 since issue 13: counts are ASCII digits. The Go driver refuses these; the Python reference still
-# admits them (its int() is lenient), a finding left to its owner: see the xfail below.
+# S2.1 since issue 13: counts are ASCII digits. The Go driver refused these first; the Python reference's
+# lenient int() admitted them until the spec decided (a finding of issue 13, resolved for every reader).
 LENIENT_COUNTS = ['{"cores":[" 2"]}', '{"cores":["1 - 3"]}', '{"cores":["\uff11"]}']
 
 
@@ -117,7 +117,7 @@ def test_both_reference_drivers_admit_and_refuse_the_same_claims():
     expected = [admitted for _, admitted in CLAIMS]
     go = _admit_all(GO_DRIVER, claims)
     python = _admit_all(REFERENCE_DRIVER_DIR, claims)
-    for claim, want, go_err, py_err in zip(claims, expected, go, python):
+    for claim, want, go_err, py_err in zip(claims, expected, go, python, strict=True):
         assert (go_err == "") == want, f"go-reference on {claim}: {go_err or 'admitted'}"
         assert (py_err == "") == want, f"python reference on {claim}: {py_err or 'admitted'}"
         if not want:
@@ -129,8 +129,6 @@ def test_go_reference_refuses_counts_that_are_not_ascii_digits():
     assert all("`cores`[0]" in err for err in errors), errors
 
 
-@pytest.mark.xfail(strict=True, reason="finding of issue 13: the Python reference admits counts with blanks or "
-                   "non-ASCII digits, which docs/spec.md S2.1 makes claim errors")
 def test_python_reference_refuses_counts_that_are_not_ascii_digits():
     errors = _admit_all(REFERENCE_DRIVER_DIR, LENIENT_COUNTS)
     assert all("`cores`[0]" in err for err in errors), errors
