@@ -83,6 +83,10 @@ def test_guide_has_tested_blocks_and_no_untested_shell():
     assert len(guide_blocks()) >= 8
     untested = re.findall(r"^```(?:sh|bash|shell)(?! tested)[^\n]*$", text, re.M)
     assert not untested, f"shell blocks the test would not run: {untested}"
+    # Blocks run under pipefail: `| head` closes the pipe early, the writer dies of SIGPIPE (exit 141)
+    # whenever it has not finished writing, so the block fails or passes by timing. `sed -n 1,Np` reads all.
+    early_close = [b.line for b in guide_blocks() if re.search(r"\|\s*head\b", b.body)]
+    assert not early_close, f"docs/authors.md blocks at lines {early_close} pipe into head: use sed -n 1,Np"
 
 
 def test_guide_commands_run_in_order_in_an_empty_folder(tmp_path):
