@@ -1,4 +1,4 @@
-"""Build the kubelet with KEP-3675's CCI manager: module source unpacked, our patches applied, our package replaced in."""
+"""Build the kubelet with KEP-3675's CCI manager: module source unpacked, our patches applied, our package in."""
 
 from __future__ import annotations
 

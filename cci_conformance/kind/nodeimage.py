@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..waiting import wait_for
-from . import components, gobuild, images, node_files, ociimage, rootfs, versions
+from . import components, gobuild, images, kubelet_cci, node_files, ociimage, rootfs, versions
 from .cache import Step, ensure_may_build, key_of
 from .runner import CommandFailed, run, say
 
@@ -99,9 +99,12 @@ def _write(target: Path, text: str, mode: int = 0o644) -> None:
     os.chmod(target, mode)
 
 
-def _node_files(files: Path, k8s: Path, ctrd: Path, crictl: Path, recorder: Path, pause_image: str) -> None:
-    for name in ("kubeadm", "kubelet", "kubectl"):
+def _node_files(files: Path, k8s: Path, kubelet: Path, ctrd: Path, crictl: Path, recorder: Path,
+                pause_image: str) -> None:
+    for name in ("kubeadm", "kubectl"):
         _link(k8s / name, files / "usr/bin" / name)
+    # the kubelet with KEP-3675's CCI manager (kubelet-cci/README.md); unchanged without a CCI driver
+    _link(kubelet, files / "usr/bin/kubelet")
     for name in ("containerd", "containerd-shim-runc-v2", "ctr"):
         _link(ctrd / name, files / "usr/local/bin" / name)
     _link(crictl / "crictl", files / "usr/local/bin/crictl")
@@ -147,6 +150,7 @@ def build_node_image(tag: str | None = None) -> BuildResult:
     start = time.monotonic()
     tag = tag or default_image()
     built = {c.name: gobuild.build(c) for c in components.ALL}
+    kubelet = kubelet_cci.build_kubelet()  # its own step: a patch change rebuilds only the kubelet
     pause = gobuild.build_local("pause", ASSETS / "pause.go")
     recorder = gobuild.build_local("cpuset-recorder", ASSETS / "cpuset-recorder.go")
     tarball = rootfs.build_rootfs()
@@ -182,7 +186,7 @@ def build_node_image(tag: str | None = None) -> BuildResult:
     assets = sorted((p.name, p.read_bytes().hex()) for p in ASSETS.iterdir() if p.is_file())
     # This module and node_files decide the file tree and the Dockerfile: their text is part of the key.
     layout = [Path(__file__).read_text(), Path(node_files.__file__).read_text()]
-    final_key = key_of(store_step.key, assets, pause_image, layout)
+    final_key = key_of(store_step.key, assets, pause_image, layout, str(kubelet))
     keyed = f"{DEFAULT_REPOSITORY}:{versions.KUBERNETES}-{final_key[:12]}"
     reused = image_exists(keyed)
     if not reused:
@@ -191,7 +195,8 @@ def build_node_image(tag: str | None = None) -> BuildResult:
         files = context / "files"
         if files.exists():
             shutil.rmtree(files)
-        _node_files(files, built["kubernetes"], built["containerd"], built["crictl"], recorder, pause_image)
+        _node_files(files, built["kubernetes"], kubelet, built["containerd"], built["crictl"], recorder,
+                    pause_image)
         (context / "Dockerfile").write_text(DOCKERFILE.format(base=base))
         (context / ".dockerignore").write_text("archives\niptables\n*.log\n.done\n")
         say(f"docker build {keyed}")

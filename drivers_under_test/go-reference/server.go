@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	cci "github.com/cci-conformance/cci-conformance/api/cci/v1alpha1"
+	"google.golang.org/grpc/status"
 	registration "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
@@ -74,7 +75,7 @@ func (d *Driver) CCIAdmit(ctx context.Context, req *cci.AdmitRequest) (*cci.Admi
 	}
 	a.Withheld = withheld.String()
 	if ctx.Err() != nil { // the node has given up: a grant it never sees would leak (S1.6)
-		return nil, ctx.Err()
+		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 	next := d.store.Copy()
 	next[key] = a
@@ -123,7 +124,7 @@ func (d *Driver) CCIAddContainerResource(ctx context.Context, req *cci.AddResour
 	updated := *a
 	updated.ContainerID = req.ContainerId // a restarted container gets a new id (S1.7)
 	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 	next := d.store.Copy()
 	next[key] = &updated
@@ -164,7 +165,7 @@ func (d *Driver) CCIRemoveContainerResource(ctx context.Context, req *cci.Remove
 		return &cci.RemoveResourceResponse{}, nil // unknown or already removed: idempotent (S1.7)
 	}
 	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 	if err := d.store.Commit(next); err != nil {
 		return &cci.RemoveResourceResponse{Err: err.Error()}, nil

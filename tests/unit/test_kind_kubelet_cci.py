@@ -59,7 +59,8 @@ def test_inputs_name_what_is_missing(sources, tmp_path):
 
 
 def test_wrapper_module_builds_the_patched_copy_and_our_modules_from_directories(tmp_path, monkeypatch):
-    upstream = "module k8s.io/kubernetes\nrequire (\n\tk8s.io/api v0.0.0\n)\nreplace k8s.io/api => ./staging/src/k8s.io/api\n"
+    upstream = ("module k8s.io/kubernetes\nrequire (\n\tk8s.io/api v0.0.0\n)\n"
+                "replace k8s.io/api => ./staging/src/k8s.io/api\n")
     monkeypatch.setattr(gobuild, "_upstream_gomod", lambda component, workdir, log: upstream)
     component = gobuild.GoComponent(name="k", module="k8s.io/kubernetes", version="v1.34.12",
                                     binaries={"kubelet": "k8s.io/kubernetes/cmd/kubelet"},
