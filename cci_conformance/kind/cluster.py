@@ -127,6 +127,13 @@ class KindCluster:
             argv += ["--nodes", ",".join(nodes)]
         run(argv, timeout=600, env=self._env())
 
+    def load_archive(self, archive: Path, nodes: list[str] | None = None) -> None:
+        """Import an OCI image archive (``ociimage.write_archive``) into the nodes' containerd, no docker image."""
+        argv = [self.kind, "load", "image-archive", archive, "--name", self.plan.name]
+        if nodes:
+            argv += ["--nodes", ",".join(nodes)]
+        run(argv, timeout=600, env=self._env())
+
     def export_logs(self) -> Path | None:
         """``kind export logs`` into logs_dir (or the scratch dir); never raises."""
         target = self.logs_dir or (self.workdir / "logs")

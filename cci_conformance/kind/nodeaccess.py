@@ -6,9 +6,12 @@ import json
 from dataclasses import dataclass
 
 from ..cpuset import parse_cpulist
+from ..node import checkpoint
 from ..node.cpumanager import CPUManagerState, loads
 
 STATE_PATH = "/var/lib/kubelet/cpu_manager_state"
+# The CCI-patched kubelet's own checkpoint (kubelet-cci/README.md), in the embedded node's format.
+CCI_STATE_PATH = "/var/lib/kubelet/cci_manager_state"
 RECORDER_LOG = "/var/log/cci-cpusets.jsonl"
 
 
@@ -38,6 +41,14 @@ class NodeAccess:
     def cpu_manager_state(self) -> CPUManagerState:
         """The kubelet's checkpoint, decoded and checksum-verified by the harness's own code."""
         return loads(self.state_bytes(), path=STATE_PATH)
+
+    def cci_manager_state(self) -> dict:
+        """The patched kubelet's ``cci_manager_state`` Data, checksum-verified by the embedded node's decoder."""
+        return checkpoint.decode(self.host.file(CCI_STATE_PATH).content, CCI_STATE_PATH)
+
+    def kubelet_pid(self) -> int:
+        """The kubelet unit's main process id (0 while it is not running)."""
+        return int(self.host.check_output("systemctl show -p MainPID --value kubelet") or 0)
 
     def recorded_cpusets(self) -> dict[str, ContainerCpuset]:
         """Application containers (not sandboxes) by container ID, with their latest requested cpuset."""

@@ -1,0 +1,111 @@
+"""Deploy a CCI driver onto a kind worker with the patched kubelet, and read what it and the kubelet did."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import zlib
+from pathlib import Path
+
+from ..waiting import wait_for
+from . import cci_manifests
+from .cci_manifests import CCIDriverDeployment
+from .cluster import KindCluster
+from .nodeaccess import NodeAccess
+
+REGISTERED = "registered with the node"  # the Go reference's log line on NotifyRegistrationStatus(registered)
+REFUSED = "the node refused the registration"
+STATE_LOG = "go-reference-state.log"  # the Go reference's state file under {state_dir} (its state.go)
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)$")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+class RegistrationRefused(RuntimeError):
+    """The kubelet refused the driver's registration (the reason is the kubelet's, from the driver's log)."""
+
+
+def driver_pod(cluster: KindCluster, plan: CCIDriverDeployment) -> str:
+    """The name of the driver's running pod ("" while there is none)."""
+    pods = json.loads(cluster.kubectl("get", "pods", "-n", cci_manifests.NAMESPACE, "-l",
+                                      f"cci-driver={plan.driver_name}", "-o", "json"))["items"]
+    running = [p["metadata"]["name"] for p in pods
+               if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
+    return running[0] if running else ""
+
+
+def driver_log(cluster: KindCluster, plan: CCIDriverDeployment) -> str:
+    pod = driver_pod(cluster, plan)
+    return cluster.kubectl("logs", "-n", cci_manifests.NAMESPACE, pod) if pod else ""
+
+
+def deploy(cluster: KindCluster, plan: CCIDriverDeployment, archive: Path, slots: int,
+           timeout: float = 120) -> float:
+    """Load the image, apply class, slice and DaemonSet, and wait until the kubelet accepted the driver's
+    registration; returns the seconds from apply to registration."""
+    cluster.load_archive(archive, [plan.node_name])
+    started = time.monotonic()
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                        "items": cci_manifests.objects(plan, slots)}))
+
+    def outcome() -> str:
+        text = driver_log(cluster, plan)
+        refused = [line for line in text.splitlines() if REFUSED in line]
+        return refused[-1] if refused else ("ok" if REGISTERED in text else "")
+    answer = wait_for(outcome, timeout=timeout, interval=0.5,
+                      what=f"the kubelet of {plan.node_name} to register CCI driver {plan.driver_name}")
+    if answer != "ok":
+        raise RegistrationRefused(answer)
+    return time.monotonic() - started
+
+
+def republish_slice(cluster: KindCluster, plan: CCIDriverDeployment, slots: int) -> None:
+    """Publish the worker's slice again: a starting kubelet deletes every ResourceSlice of its node (the
+    DRA manager's start-up wipe, so no pod waits on a driver that may not come back)."""
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(
+        cci_manifests.resource_slice(plan.driver_name, plan.node_name, slots)))
+
+
+def undeploy(cluster: KindCluster, plan: CCIDriverDeployment, timeout: float = 120) -> None:
+    """Delete the DaemonSet and wait until the driver removed its registration socket (SIGTERM, spec S1.9),
+    so the kubelet has deregistered it; then the slice and the class."""
+    node = NodeAccess(plan.node_name)
+    cluster.kubectl("delete", "daemonset", "-n", cci_manifests.NAMESPACE, "-l", f"cci-driver={plan.driver_name}",
+                    "--ignore-not-found", "--wait=true", f"--timeout={int(timeout)}s", timeout=timeout + 10)
+    wait_for(lambda: not node.host.file(plan.registration_socket).exists, timeout=timeout, interval=0.5,
+             what=f"{plan.registration_socket} to disappear")
+    for kind, name in (("resourceslice", f"{plan.node_name}-{plan.driver_name}"), ("deviceclass", plan.driver_name)):
+        cluster.kubectl("delete", kind, name, "--ignore-not-found")
+
+
+def driver_state_changes(text: str) -> list[dict]:
+    """The Go reference's state log, one ``<crc32 hex> <JSON>`` line per change; every CRC is verified."""
+    changes = []
+    for number, line in enumerate(text.splitlines(), 1):
+        crc, _, body = line.partition(" ")
+        if int(crc, 16) != zlib.crc32(body.encode()) & 0xFFFFFFFF:
+            raise ValueError(f"{STATE_LOG} line {number}: CRC mismatch")
+        changes.append(json.loads(body))
+    return changes
+
+
+def driver_state(plan: CCIDriverDeployment) -> list[dict]:
+    path = f"{plan.state_dir}/{STATE_LOG}"
+    file = NodeAccess(plan.node_name).host.file(path)
+    return driver_state_changes(file.content_string) if file.exists else []
+
+
+def metric_samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """Samples of one metric in the Prometheus text format, keyed by their sorted labels."""
+    out = {}
+    for line in text.splitlines():
+        match = _SAMPLE.match(line.strip())
+        if match and match["name"] == name:
+            labels = tuple(sorted(_LABEL.findall(match["labels"] or "")))
+            out[labels] = float(match["value"])
+    return out
+
+
+def kubelet_metrics(cluster: KindCluster, node: str) -> str:
+    """The kubelet's /metrics through the API server's node proxy (the admin kubeconfig may read it)."""
+    return cluster.kubectl("get", "--raw", f"/api/v1/nodes/{node}/proxy/metrics")
