@@ -9,7 +9,7 @@ import re
 from ..errors import ConfigError
 from ..node.profile import load_config
 from ..topology import library
-from . import cache, cluster, dracpu, nodeimage, toolchain
+from . import cache, cluster, dracpu, dracpu_certify, nodeimage, toolchain
 from .cluster_config import ClusterPlan, NodePlan
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
@@ -79,4 +79,5 @@ def add_parser(subparsers) -> None:
     delete.add_argument("--prefix", default="cci-")
     delete.set_defaults(handler=_delete)
     dracpu.add_parser(sub)  # build-dra-cpu: kubernetes-sigs/dra-driver-cpu image archives
+    dracpu_certify.add_parser(sub)  # certify-dra-cpu: the dra-cpu profile on kind
     parser.set_defaults(handler=lambda args: parser.print_help() or 2)

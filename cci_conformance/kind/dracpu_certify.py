@@ -1,0 +1,113 @@
+"""`cci-conformance kind certify-dra-cpu`: the dra-cpu scenarios on one kind cluster per topology, as findings."""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from pathlib import Path
+
+from ..certify.catalog import load_catalog
+from ..errors import ConfigError
+from ..paths import SUITES_DIR
+from ..topology import library
+from . import dracpu, nodeimage, toolchain
+from .cluster import KindCluster
+from .cluster_config import ClusterPlan, NodePlan
+from .dracpu_manifests import DriverDeployment
+from .dracpu_scenarios import INCONCLUSIVE, SCENARIOS, Finding, registration
+from .dracpu_session import DraCpuSession
+from .runner import say
+
+CATALOG = SUITES_DIR / "dra_cpu" / "requirements.yaml"
+NOT_RUN = "not run"
+# Measured by no scenario yet, with the reason the findings say.
+NOT_COVERED = {
+    "ROBUST-502": "needs a worker with the static CPU manager policy; no scenario deploys one yet",
+}
+
+
+def cluster_plan(name: str, topology_name: str, image: str) -> ClusterPlan:
+    """A control plane and one worker that sees the topology, kubelet CPU manager policy none.
+
+    The driver's README: the kubelet's CPU manager and the driver are mutually incompatible, so
+    the worker keeps the kubelet's default policy (`none`, no kubelet flag) and leaves every cpuset
+    to the driver's NRI plugin. NRI is on in the node image's containerd (node_files.py).
+    """
+    return ClusterPlan(name, image, [NodePlan("control-plane"),
+                                     NodePlan("worker", library.resolve(topology_name), None)])
+
+
+def certify_topology(topology_name: str, version: str, name: str, *, logs_dir: Path | None = None) -> dict:
+    """Build (cached), create the cluster, deploy the driver, run every scenario, delete the cluster."""
+    built = dracpu.build_image(version)
+    plan = cluster_plan(name, topology_name, nodeimage.default_image())
+    topology = plan.nodes[1].topology
+    started = time.monotonic()
+    findings: list[Finding] = []
+    errors: list[str] = []
+    with KindCluster(plan, kind=toolchain.kind_binary(), kubectl=toolchain.kubectl_binary(),
+                     logs_dir=logs_dir) as cluster:
+        cluster.create()
+        cluster.wait_ready()
+        worker = plan.node_names()[1]
+        session = DraCpuSession(cluster, worker, topology,
+                                DriverDeployment(built.reference, worker, hybrid=bool(topology.core_types)))
+        session.deploy(built.archive, built.reference)
+        findings += registration(session)
+        for scenario in SCENARIOS:
+            say(f"{topology_name}: scenario {scenario.__name__}")
+            try:
+                findings += scenario(session)
+            except Exception as exc:  # one broken scenario must not hide the others' findings
+                errors.append(f"{scenario.__name__}: {type(exc).__name__}: {exc}")
+                say(traceback.format_exc())
+        if errors and logs_dir:
+            cluster.export_logs()
+    return {"topology": topology_name, "version": version, "image": built.reference,
+            "seconds": round(time.monotonic() - started, 1), "findings": [f.as_dict() for f in findings],
+            "errors": errors}
+
+
+def verdicts(run: dict, catalog_ids: list[str]) -> dict[str, dict]:
+    """One verdict per catalog requirement: fail beats inconclusive beats pass; absent ones are 'not run'."""
+    order = {"fail": 0, INCONCLUSIVE: 1, "pass": 2}
+    out: dict[str, dict] = {}
+    for finding in run["findings"]:
+        have = out.get(finding["requirement"])
+        if have is None or order[finding["verdict"]] < order[have["verdict"]]:
+            out[finding["requirement"]] = finding
+    for rid in catalog_ids:
+        if rid not in out:
+            reason = NOT_COVERED.get(rid, "its scenario raised an error: " + "; ".join(run["errors"]))
+            out[rid] = {"requirement": rid, "verdict": NOT_RUN, "scenario": "", "evidence": [reason]}
+    return {rid: out[rid] for rid in catalog_ids}
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("certify-dra-cpu", help="run the dra-cpu profile against kubernetes-sigs/"
+                                   "dra-driver-cpu on kind, one cluster per topology; writes findings JSON")
+    parser.add_argument("--topology", action="append", required=True, help="library topology (repeatable)")
+    parser.add_argument("--version", default=dracpu.TARGETS[0].version, help="driver version (a build target)")
+    parser.add_argument("--name-prefix", default="cci-dracpu-", help="cluster names: <prefix><n>")
+    parser.add_argument("--out", default="dra-cpu-findings.json", help="findings file (JSON)")
+    parser.add_argument("--logs-dir", default=None, help="export cluster logs here when a scenario fails to run")
+    parser.set_defaults(handler=_cli)
+
+
+def _cli(args) -> int:
+    dracpu.target(args.version)
+    if not nodeimage.image_exists(nodeimage.default_image()):
+        raise ConfigError("no node image", field="--image", fix="cci-conformance kind build-node-image")
+    ids = [r.id for r in load_catalog(CATALOG).requirements]
+    runs = []
+    for i, topology_name in enumerate(args.topology):
+        run = certify_topology(topology_name, args.version, f"{args.name_prefix}{i}",
+                               logs_dir=Path(args.logs_dir) / topology_name if args.logs_dir else None)
+        run["verdicts"] = verdicts(run, ids)
+        runs.append(run)
+        Path(args.out).write_text(json.dumps(runs, indent=1))
+        for rid, v in run["verdicts"].items():
+            print(f"{topology_name:28s} {rid:12s} {v['verdict']:13s} {v['evidence'][0][:110] if v['evidence'] else ''}")
+    failed = any(v["verdict"] != "pass" for run in runs for v in run["verdicts"].values())
+    return 1 if failed else 0

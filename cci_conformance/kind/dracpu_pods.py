@@ -1,0 +1,55 @@
+"""ResourceClaims and pods of the dra-cpu scenarios: exclusive CPU claims of the driver, and shared pods."""
+
+from __future__ import annotations
+
+from .dracpu_manifests import DRIVER_NAME
+
+NAMESPACE = "default"
+# resource.k8s.io/v1 (Kubernetes 1.34) caps one allocation at 32 devices (AllocationResultsMaxSize);
+# in `individual` mode one device is one CPU, so a larger fill takes several claims.
+MAX_DEVICES_PER_CLAIM = 32
+
+
+def claim(name: str, count: int) -> dict:
+    """A ResourceClaim for exactly ``count`` CPUs of the driver (one device per CPU in `individual` mode)."""
+    if not 1 <= count <= MAX_DEVICES_PER_CLAIM:
+        raise ValueError(f"a claim holds 1..{MAX_DEVICES_PER_CLAIM} devices, not {count}")
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"devices": {"requests": [{
+            "name": "cpus",
+            "exactly": {"deviceClassName": DRIVER_NAME, "allocationMode": "ExactCount", "count": count},
+        }]}},
+    }
+
+
+def fill_counts(cpus: int) -> list[int]:
+    """Claim sizes that together take ``cpus`` CPUs, each within the per-claim device cap."""
+    counts = [MAX_DEVICES_PER_CLAIM] * (cpus // MAX_DEVICES_PER_CLAIM)
+    return counts + ([cpus % MAX_DEVICES_PER_CLAIM] if cpus % MAX_DEVICES_PER_CLAIM else [])
+
+
+def pod(name: str, node: str, image: str, claims: tuple[str, ...] = (), *, restart: str = "Always") -> dict:
+    """One container ``c0`` on ``node``; with claims it consumes them all, without it is a shared-pool pod.
+
+    The pod goes through the scheduler (a nodeSelector, not nodeName): only the scheduler allocates
+    ResourceClaims (KEP-4381), a pod bound with nodeName would wait for an allocation forever.
+    """
+    container: dict = {"name": "c0", "image": image, "imagePullPolicy": "Never"}
+    spec: dict = {
+        "nodeSelector": {"kubernetes.io/hostname": node},
+        "containers": [container],
+        "terminationGracePeriodSeconds": 0,
+        "restartPolicy": restart,
+    }
+    if claims:
+        spec["resourceClaims"] = [{"name": f"r{i}", "resourceClaimName": c} for i, c in enumerate(claims)]
+        container["resources"] = {"claims": [{"name": f"r{i}"} for i in range(len(claims))]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec}
+
+
+def list_of(*items: dict) -> dict:
+    """One document for `kubectl apply -f -`."""
+    return {"apiVersion": "v1", "kind": "List", "items": list(items)}
