@@ -11,7 +11,7 @@ from ..certify.catalog import load_catalog
 from ..errors import ConfigError
 from ..paths import SUITES_DIR
 from ..topology import library
-from . import dracpu, nodeimage, toolchain
+from . import dracpu, dracpu_static, nodeimage, toolchain
 from .cluster import KindCluster
 from .cluster_config import ClusterPlan, NodePlan
 from .dracpu_manifests import DriverDeployment
@@ -23,8 +23,9 @@ CATALOG = SUITES_DIR / "dra_cpu" / "requirements.yaml"
 NOT_RUN = "not run"
 # Measured by no scenario yet, with the reason the findings say.
 NOT_COVERED = {
-    "ROBUST-502": "needs a worker with the static CPU manager policy; no scenario deploys one yet",
+    "ROBUST-502": "needs a worker with the static CPU manager policy: measured by the --static-topology run",
 }
+STATIC_ONLY = ("REG-501", "ROBUST-501", "ROBUST-502")
 
 
 def cluster_plan(name: str, topology_name: str, image: str) -> ClusterPlan:
@@ -38,10 +39,11 @@ def cluster_plan(name: str, topology_name: str, image: str) -> ClusterPlan:
                                      NodePlan("worker", library.resolve(topology_name), None)])
 
 
-def certify_topology(topology_name: str, version: str, name: str, *, logs_dir: Path | None = None) -> dict:
-    """Build (cached), create the cluster, deploy the driver, run every scenario, delete the cluster."""
+def certify_topology(topology_name: str, version: str, name: str, *, logs_dir: Path | None = None,
+                     plan_factory=cluster_plan, scenarios=SCENARIOS) -> dict:
+    """Build (cached), create the cluster, deploy the driver, run the scenarios, delete the cluster."""
     built = dracpu.build_image(version)
-    plan = cluster_plan(name, topology_name, nodeimage.default_image())
+    plan = plan_factory(name, topology_name, nodeimage.default_image())
     topology = plan.nodes[1].topology
     started = time.monotonic()
     findings: list[Finding] = []
@@ -55,7 +57,7 @@ def certify_topology(topology_name: str, version: str, name: str, *, logs_dir: P
                                 DriverDeployment(built.reference, worker, hybrid=bool(topology.core_types)))
         session.deploy(built.archive, built.reference)
         findings += registration(session)
-        for scenario in SCENARIOS:
+        for scenario in scenarios:
             say(f"{topology_name}: scenario {scenario.__name__}")
             try:
                 findings += scenario(session)
@@ -64,7 +66,9 @@ def certify_topology(topology_name: str, version: str, name: str, *, logs_dir: P
                 say(traceback.format_exc())
         if errors and logs_dir:
             cluster.export_logs()
-    return {"topology": topology_name, "version": version, "image": built.reference,
+    policy = plan.nodes[1].profile.policy if plan.nodes[1].profile else "none"
+    return {"topology": topology_name, "kubelet_cpu_manager_policy": policy, "version": version,
+            "image": built.reference,
             "seconds": round(time.monotonic() - started, 1), "findings": [f.as_dict() for f in findings],
             "errors": errors}
 
@@ -88,6 +92,8 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("certify-dra-cpu", help="run the dra-cpu profile against kubernetes-sigs/"
                                    "dra-driver-cpu on kind, one cluster per topology; writes findings JSON")
     parser.add_argument("--topology", action="append", required=True, help="library topology (repeatable)")
+    parser.add_argument("--static-topology", action="append", default=[],
+                        help="also run ROBUST-502 on a worker with the static CPU manager policy (repeatable)")
     parser.add_argument("--version", default=dracpu.TARGETS[0].version, help="driver version (a build target)")
     parser.add_argument("--name-prefix", default="cci-dracpu-", help="cluster names: <prefix><n>")
     parser.add_argument("--out", default="dra-cpu-findings.json", help="findings file (JSON)")
@@ -101,10 +107,14 @@ def _cli(args) -> int:
         raise ConfigError("no node image", field="--image", fix="cci-conformance kind build-node-image")
     ids = [r.id for r in load_catalog(CATALOG).requirements]
     runs = []
-    for i, topology_name in enumerate(args.topology):
-        run = certify_topology(topology_name, args.version, f"{args.name_prefix}{i}",
-                               logs_dir=Path(args.logs_dir) / topology_name if args.logs_dir else None)
-        run["verdicts"] = verdicts(run, ids)
+    jobs = [(t, cluster_plan, SCENARIOS, ids) for t in args.topology]
+    jobs += [(t, dracpu_static.cluster_plan, (dracpu_static.coexistence,), list(STATIC_ONLY))
+             for t in args.static_topology]
+    for i, (topology_name, factory, scenarios, wanted) in enumerate(jobs):
+        run = certify_topology(topology_name, args.version, f"{args.name_prefix}{i}", plan_factory=factory,
+                               scenarios=scenarios,
+                               logs_dir=Path(args.logs_dir) / f"{i}-{topology_name}" if args.logs_dir else None)
+        run["verdicts"] = verdicts(run, wanted)
         runs.append(run)
         Path(args.out).write_text(json.dumps(runs, indent=1))
         for rid, v in run["verdicts"].items():

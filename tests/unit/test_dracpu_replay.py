@@ -170,3 +170,13 @@ def test_verdicts_take_the_worst_finding_and_name_what_was_not_run():
 def test_cluster_plan_keeps_the_kubelet_policy_none():
     plan = dracpu_certify.cluster_plan("cci-x", "laptop-1s4c-smt2", "img")
     assert plan.nodes[1].profile is None and plan.nodes[1].topology.name == "laptop-1s4c-smt2"
+
+
+def test_static_policy_plan_pins_with_the_kubelet_and_reserves_cpu0():
+    from cci_conformance.kind import dracpu_static
+
+    plan = dracpu_static.cluster_plan("cci-x", "laptop-1s4c-smt2", "img")
+    assert plan.nodes[1].profile.policy == "static" and plan.nodes[1].profile.reserved == frozenset({0})
+    pod = dracpu_static._guaranteed("g", "w", "pause")
+    resources = pod["spec"]["containers"][0]["resources"]
+    assert resources["requests"] == resources["limits"] == {"cpu": "1", "memory": "64Mi"}
