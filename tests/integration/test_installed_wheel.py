@@ -1,4 +1,4 @@
-"""A built wheel installed into a fresh venv, outside the source tree, certifies the reference driver."""
+"""A built wheel installed into a fresh venv, outside the source tree, certifies both reference drivers."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -61,25 +62,55 @@ def timed(cmd: list, cwd: Path, env: dict | None, timeout: float) -> tuple[subpr
     return done, time.monotonic() - started
 
 
-def test_wheel_installs_outside_the_tree_and_certifies_the_reference_driver(tmp_path):
+@dataclass(frozen=True)
+class Installed:
+    venv: Path
+    work: Path  # an empty directory, outside the source tree: where a vendor's CI would run
+    env: dict
+    wheel: Path
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Installed:
+    """The wheel built from a copy of the source, installed into a fresh venv (built once per module)."""
     if shutil.which("pip", path=str(Path(sys.executable).parent)) is None:
         pytest.skip("no pip beside this interpreter to build the wheel with")
-    tree, dist, work = tmp_path / "src", tmp_path / "dist", tmp_path / "empty"
+    root = tmp_path_factory.mktemp("wheel")
+    tree, dist, work = root / "src", root / "dist", root / "empty"
     shutil.copytree(SOURCE, tree, ignore=NOT_SOURCE, symlinks=True)
     work.mkdir()
     # The build as a vendor's CI runs it: pip fetches the setuptools pyproject.toml asks for (PEP 517
     # isolation), so the result does not depend on this environment's setuptools.
     built, build_s = timed([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(tree)],
-                           tmp_path, None, BUILD_DEADLINE_S)
+                           root, None, BUILD_DEADLINE_S)
     assert built.returncode == 0, built.stdout + built.stderr
     (wheel,) = dist.glob("cci_conformance-*.whl")
-    venv = tmp_path / "venv"
+    venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     env = clean_env(venv)
-    installed, install_s = timed([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)], work,
-                                 env, INSTALL_DEADLINE_S)
-    assert installed.returncode == 0, installed.stdout + installed.stderr
+    done, install_s = timed([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)], work,
+                            env, INSTALL_DEADLINE_S)
+    assert done.returncode == 0, done.stdout + done.stderr
+    shutil.rmtree(tree)  # nothing of the checkout is left to lean on
+    print(f"\ninstalled wheel: size {wheel.stat().st_size / 1024:.0f} KiB, build {build_s:.1f} s, "
+          f"install {install_s:.1f} s")
+    return Installed(venv, work, env, wheel)
 
+
+def certify(inst: Installed, report: Path, *driver: str) -> dict:
+    """``cci-conformance run`` of the installed harness from the empty directory; the report it wrote."""
+    ran, run_s = timed([str(inst.venv / "bin" / "cci-conformance"), "run", "--report-dir", str(report), *driver],
+                       inst.work, inst.env, RUN_DEADLINE_S)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    assert "verdict: CERTIFIED (exit 0)" in ran.stdout
+    print(f"\ncertification run {' '.join(driver) or '(reference)'}: {run_s:.1f} s")
+    result = json.loads((report / "report.json").read_text())
+    assert result["verdict"]["exit_code"] == 0
+    return result
+
+
+def test_wheel_installs_outside_the_tree_and_certifies_the_reference_driver(installed, tmp_path):
+    venv, work, env = installed.venv, installed.work, installed.env
     where = subprocess.run([str(venv / "bin" / "python"), "-c", "import cci_conformance.paths as p; "
                             "print(p.INSTALLED, p.SUITES_DIR, p.REFERENCE_DRIVER_DIR)"],
                            cwd=work, env=env, capture_output=True, text=True, timeout=60, check=True)
@@ -98,12 +129,26 @@ def test_wheel_installs_outside_the_tree_and_certifies_the_reference_driver(tmp_
     module_file, pythonpath = imported.split()[1], imported.split("PYTHONPATH=")[1]
     assert Path(module_file).is_relative_to(venv) and pythonpath == ""
 
-    ran, run_s = timed([str(venv / "bin" / "cci-conformance"), "run", "--report-dir", str(work / "report")], work,
-                       env, RUN_DEADLINE_S)
-    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
-    assert "verdict: CERTIFIED (exit 0)" in ran.stdout
-    report = json.loads((work / "report" / "report.json").read_text())
-    assert report["verdict"]["exit_code"] == 0
+    report = certify(installed, work / "report")
     assert Path(report["run"]["driver"]["manifest"]).is_relative_to(venv)
-    print(f"\ninstalled wheel: size {wheel.stat().st_size / 1024:.0f} KiB, build {build_s:.1f} s, "
-          f"install {install_s:.1f} s, certification run {run_s:.1f} s")
+
+
+def test_go_driver_certifies_from_the_installed_wheel(installed):
+    """Issue 13: a Go driver, built against the stubs the wheel ships, is CERTIFIED by the installed harness."""
+    if shutil.which("go", path=installed.env["PATH"]) is None:
+        pytest.skip("no go on PATH to build the Go reference driver with")
+    # The driver's source as a vendor would hold it: its own folder, no checkout beside it. Its go.mod's
+    # replace points at the API module the installed harness ships (docs/authors.md, "Go").
+    driver = installed.work / "go-driver"
+    shutil.copytree(SOURCE / "drivers_under_test" / "go-reference", driver,
+                    ignore=shutil.ignore_patterns("bin", "go-reference"))
+    api = subprocess.run([str(installed.venv / "bin" / "python"), "-c",
+                          "import cci_conformance.paths as p; print(p.GO_API_DIR)"],
+                         cwd=installed.work, env=installed.env, capture_output=True, text=True, timeout=60,
+                         check=True).stdout.strip()
+    assert Path(api).is_relative_to(installed.venv) and (Path(api) / "go.mod").is_file()
+    shutil.copytree(api, driver / "cci-api")
+    subprocess.run(["go", "mod", "edit", "-replace", "github.com/cci-conformance/cci-conformance/api=./cci-api"],
+                   cwd=driver, env=installed.env, check=True, timeout=60)
+    report = certify(installed, installed.work / "go-report", "--driver", str(driver))
+    assert report["run"]["driver"]["name"] == "go-reference"
