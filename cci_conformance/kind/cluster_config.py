@@ -26,6 +26,8 @@ class NodePlan:
     topology: Topology | None = None
     profile: NodeConfig | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    # More kubelet flags for this node only (merged after the CPU manager's), e.g. for a driver under test.
+    kubelet_args: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -98,10 +100,10 @@ def kind_config(plan: ClusterPlan, workdir: Path) -> dict:
         if node.topology is not None:
             machine = render.render(node.topology, workdir / node_name)
             entry["extraMounts"] = _mounts(machine)
-        if node.profile is not None:
+        if node.profile is not None or node.kubelet_args:
             kind = "InitConfiguration" if node is plan.nodes[0] else "JoinConfiguration"
-            patch = {"apiVersion": KUBEADM_API, "kind": kind,
-                     "nodeRegistration": {"kubeletExtraArgs": kubelet_args(node.profile)}}
+            args = {**(kubelet_args(node.profile) if node.profile else {}), **node.kubelet_args}
+            patch = {"apiVersion": KUBEADM_API, "kind": kind, "nodeRegistration": {"kubeletExtraArgs": args}}
             entry["kubeadmConfigPatches"] = [yaml.safe_dump(patch, sort_keys=True)]
         nodes.append(entry)
     # Cluster-wide: the kubelet must never write host-global kernel sysctls (the node image shows it

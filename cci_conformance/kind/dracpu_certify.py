@@ -26,6 +26,12 @@ NOT_COVERED = {
     "ROBUST-502": "needs a worker with the static CPU manager policy: measured by the --static-topology run",
 }
 STATIC_ONLY = ("REG-501", "ROBUST-501", "ROBUST-502")
+# With policy none the kubelet writes every CPU of its topology into the kubepods cgroup's cpuset
+# (cm.getCgroupConfig: "we must make sure systemd is aware of the cpuset cgroup", GetAllCPUs), which
+# a host with fewer CPUs than the faked machine refuses (ERANGE) and the kubelet exits. Without QoS
+# cgroups it creates no kubepods cgroup (containerd puts pods under system.slice); no cpuset is
+# involved, so what the driver asks the runtime for is unchanged. Node allocatable is then not enforced.
+POLICY_NONE_ON_A_SMALLER_HOST = {"cgroups-per-qos": "false", "enforce-node-allocatable": "none"}
 
 
 def cluster_plan(name: str, topology_name: str, image: str) -> ClusterPlan:
@@ -36,7 +42,8 @@ def cluster_plan(name: str, topology_name: str, image: str) -> ClusterPlan:
     to the driver's NRI plugin. NRI is on in the node image's containerd (node_files.py).
     """
     return ClusterPlan(name, image, [NodePlan("control-plane"),
-                                     NodePlan("worker", library.resolve(topology_name), None)])
+                                     NodePlan("worker", library.resolve(topology_name), None,
+                                              kubelet_args=dict(POLICY_NONE_ON_A_SMALLER_HOST))])
 
 
 def certify_topology(topology_name: str, version: str, name: str, *, logs_dir: Path | None = None,

@@ -180,3 +180,17 @@ def test_static_policy_plan_pins_with_the_kubelet_and_reserves_cpu0():
     pod = dracpu_static._guaranteed("g", "w", "pause")
     resources = pod["spec"]["containers"][0]["resources"]
     assert resources["requests"] == resources["limits"] == {"cpu": "1", "memory": "64Mi"}
+
+
+def test_policy_none_worker_runs_without_qos_cgroups_and_the_control_plane_is_untouched(tmp_path):
+    import yaml
+
+    from cci_conformance.kind.cluster_config import kind_config
+
+    plan = dracpu_certify.cluster_plan("cci-x", "laptop-1s4c-smt2", "img")
+    config = kind_config(plan, tmp_path)
+    assert "kubeadmConfigPatches" not in config["nodes"][0]
+    patch = yaml.safe_load(config["nodes"][1]["kubeadmConfigPatches"][0])
+    assert patch["kind"] == "JoinConfiguration"
+    assert patch["nodeRegistration"]["kubeletExtraArgs"] == {"cgroups-per-qos": "false",
+                                                             "enforce-node-allocatable": "none"}
