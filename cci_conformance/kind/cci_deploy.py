@@ -59,13 +59,6 @@ def deploy(cluster: KindCluster, plan: CCIDriverDeployment, archive: Path, slots
     return time.monotonic() - started
 
 
-def republish_slice(cluster: KindCluster, plan: CCIDriverDeployment, slots: int) -> None:
-    """Publish the worker's slice again: a starting kubelet deletes every ResourceSlice of its node (the
-    DRA manager's start-up wipe, so no pod waits on a driver that may not come back)."""
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(
-        cci_manifests.resource_slice(plan.driver_name, plan.node_name, slots)))
-
-
 def undeploy(cluster: KindCluster, plan: CCIDriverDeployment, timeout: float = 120) -> None:
     """Delete the DaemonSet and wait until the driver removed its registration socket (SIGTERM, spec S1.9),
     so the kubelet has deregistered it; then the slice and the class."""
@@ -89,6 +82,17 @@ def driver_state_changes(text: str) -> list[dict]:
     return changes
 
 
+def driver_admissions(changes: list[dict]) -> dict[tuple[str, str], dict]:
+    """The driver's live admissions by (pod UID, container) after replaying its state log."""
+    live: dict[tuple[str, str], dict] = {}
+    for change in changes:
+        for admission in change.get("set") or ():
+            live[(admission["pod"], admission["container"])] = admission
+        for pod, container in change.get("del") or ():
+            live.pop((pod, container), None)
+    return live
+
+
 def driver_state(plan: CCIDriverDeployment) -> list[dict]:
     path = f"{plan.state_dir}/{STATE_LOG}"
     file = NodeAccess(plan.node_name).host.file(path)
@@ -104,6 +108,18 @@ def metric_samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], fl
             labels = tuple(sorted(_LABEL.findall(match["labels"] or "")))
             out[labels] = float(match["value"])
     return out
+
+
+def wait_pod(cluster: KindCluster, name: str, namespace: str = "default", timeout: float = 120) -> dict:
+    """Wait until the pod's containers all run, or it failed (a kubelet admission refusal); returns the pod."""
+    def settled():
+        pod = json.loads(cluster.kubectl("get", "pod", name, "-n", namespace, "-o", "json"))
+        phase = pod["status"].get("phase", "")
+        statuses = pod["status"].get("containerStatuses", [])
+        if phase == "Failed" or (phase == "Running" and statuses and all(s["state"].get("running") for s in statuses)):
+            return pod
+        return None
+    return wait_for(settled, timeout=timeout, interval=0.5, what=f"pod {name} running or failed")
 
 
 def kubelet_metrics(cluster: KindCluster, node: str) -> str:

@@ -39,7 +39,9 @@ def node_image():
 
 @pytest.fixture(scope="session")
 def cluster(node_image, tmp_path_factory):
-    plan = ClusterPlan(f"cci-e2e-{os.getpid()}", node_image.image, [
+    # CCI_KIND_E2E_PREFIX names the cluster (runs side by side on one host need different prefixes).
+    prefix = os.environ.get("CCI_KIND_E2E_PREFIX", "cci-e2e")
+    plan = ClusterPlan(f"{prefix}-{os.getpid()}", node_image.image, [
         NodePlan("control-plane"),
         NodePlan("worker", library.load(INTEL), parse_config(INTEL_PROFILE)),
         NodePlan("worker", library.load(SNC4), parse_config(SNC4_PROFILE)),

@@ -1,0 +1,182 @@
+"""kind e2e: the Go reference CCI driver under the CCI-patched kubelet of a faked static-policy worker."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kind_plans import INTEL, INTEL_PROFILE
+
+from cci_conformance.cpuset import format_cpulist, parse_cpulist
+from cci_conformance.drivers.manifest import load_manifest
+from cci_conformance.kind import cci_deploy, cci_driver_image, cci_manifests, pods
+from cci_conformance.kind.cci_manifests import CCIDriverDeployment
+from cci_conformance.kind.differential import Step, g
+from cci_conformance.kind.nodeaccess import NodeAccess
+from cci_conformance.kind.runner import say
+from cci_conformance.topology import library
+from cci_conformance.waiting import wait_for
+
+pytestmark = pytest.mark.kind
+
+GO_REFERENCE = Path(__file__).resolve().parents[2] / "drivers_under_test" / "go-reference"
+DRIVER = "go-reference.cci-conformance.io"
+# Four CPUs, whole cores (spec S2.4): the grant must be two sibling pairs of the SMT2 worker.
+PARAMS = {"cores": ["4"], "cpu attributes": [["EXCLUSIVE", "CORE-SIBLING-REQUIRED"]]}
+CLAIM, CLAIM_POD, STATIC_POD = "cci-claim-4", "cci-pod-4", "cci-static-g4"
+
+
+@dataclass
+class Admitted:
+    plan: CCIDriverDeployment
+    node: NodeAccess
+    pod_uid: str
+    claim_uid: str
+    grant: frozenset[int]
+    static_uid: str
+    static_cpus: frozenset[int]
+
+
+@pytest.fixture(scope="module")
+def driver(cluster, intel_worker):
+    built = cci_driver_image.build_image()
+    plan = CCIDriverDeployment(load_manifest(GO_REFERENCE), built.reference, intel_worker, DRIVER)
+    topology = library.load(INTEL)
+    slots = len(topology.online_cpus) - len(parse_cpulist(INTEL_PROFILE["reservedSystemCPUs"]))
+    try:
+        seconds = cci_deploy.deploy(cluster, plan, built.archive, slots)
+        say(f"cci: driver image {built.seconds:.1f} s (reused: {built.reused}); registered {seconds:.1f} s after apply")
+        yield plan
+    finally:
+        # Deregistered before the next test file: the differential runs on a kubelet with no CCI driver.
+        cci_deploy.undeploy(cluster, plan)
+
+
+@pytest.fixture(scope="module")
+def admitted(cluster, intel_worker, driver):
+    node = NodeAccess(intel_worker)
+    wait_for(lambda: not node.cpu_manager_state().entries, timeout=60, interval=0.5,
+             what=f"{intel_worker} to have no exclusive assignments")
+    image = pods.pause_image(cluster, intel_worker)
+    try:
+        started = time.monotonic()
+        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(cci_manifests.resource_claim(CLAIM, DRIVER, PARAMS)))
+        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(cci_manifests.claim_pod(CLAIM_POD, CLAIM, intel_worker,
+                                                                                   image)))
+        pod = cci_deploy.wait_pod(cluster, CLAIM_POD)
+        say(f"cci: claim pod running {time.monotonic() - started:.1f} s after its claim was created")
+        assert pod["status"]["phase"] == "Running", pod["status"]
+        claim = json.loads(cluster.kubectl("get", "resourceclaim", CLAIM, "-o", "json"))
+        record = _cci_record(node, pod["metadata"]["uid"])
+        static = pods.create_and_wait(cluster, Step(STATIC_POD, g("4")).pod(""), intel_worker, image)
+        assert static.phase == "Running", static
+        static_cpus = node.cpu_manager_state().entries[static.uid]["c0"]
+        yield Admitted(driver, node, pod["metadata"]["uid"], claim["metadata"]["uid"],
+                       parse_cpulist(record["exclusive"]), static.uid, frozenset(static_cpus))
+    finally:
+        for name in (CLAIM_POD, STATIC_POD):
+            cluster.kubectl("delete", "pod", name, "--ignore-not-found", "--wait=true", "--timeout=120s", timeout=130)
+        cluster.kubectl("delete", "resourceclaim", CLAIM, "--ignore-not-found")
+
+
+def _cci_record(node: NodeAccess, pod_uid: str) -> dict:
+    records = [r for r in node.cci_manager_state()["containers"] if r["podUID"] == pod_uid]
+    assert [r["container"] for r in records] == ["c0"], records
+    return records[0]
+
+
+def _recorded(node: NodeAccess, pod_name: str) -> frozenset[int] | None:
+    for record in node.recorded_cpusets().values():
+        if (record.pod_name, record.container_name) == (pod_name, "c0"):
+            return record.requested
+    return None
+
+
+def test_claim_container_runs_on_the_drivers_grant_beside_a_static_pod(cluster, admitted):
+    node, grant = admitted.node, admitted.grant
+    record = _cci_record(node, admitted.pod_uid)
+    # cci_manager_state verifies (checksum) and holds the claim as DRA allocated it (kubelet-cci "Claims").
+    assert (record["driver"], record["claimName"], record["claimUID"]) == (DRIVER, CLAIM, admitted.claim_uid)
+    assert record["running"] and record["containerID"] and record["source"]
+    assert len(grant) == 4 and record["withheld"] == "" and record["shared"] == ""
+    # Whole cores: every CPU's siblings are in the grant.
+    topology = library.load(INTEL)
+    assert all(topology.core_of[cpu] <= grant for cpu in grant)
+    # One store: the grant is the container's cpu_manager_state entry and is out of the shared pool;
+    # the static pod's exclusive CPUs are disjoint from it and from the reserved CPU.
+    cpu_state = node.cpu_manager_state()
+    assert cpu_state.entries[admitted.pod_uid] == {"c0": grant}
+    assert not grant & cpu_state.default_cpuset and not grant & admitted.static_cpus
+    assert len(admitted.static_cpus) == 4 and not admitted.static_cpus & parse_cpulist("0")
+    # The driver granted exactly that, for this claim's parameters, and learnt the container's id (Add).
+    admission = cci_deploy.driver_admissions(cci_deploy.driver_state(admitted.plan))[
+        (admitted.pod_uid, "c0")]
+    assert admission["claim_uid"] == admitted.claim_uid
+    assert admission["resource_handle"] == cci_manifests.handle_of(PARAMS)
+    assert parse_cpulist(",".join(group["cpus"] for group in admission["groups"])) == grant
+    assert admission["container_id"] == record["containerID"]
+    # The runtime was asked for the grant at create (the cpuset recorder), the static pod for its CPUs.
+    wait_for(lambda: _recorded(node, CLAIM_POD) == grant and _recorded(node, STATIC_POD) == admitted.static_cpus,
+             timeout=60, interval=1, what="the runtime's cpusets to be the grants")
+
+
+def test_admission_latency_is_a_kubelet_metric(cluster, admitted):
+    text = cci_deploy.kubelet_metrics(cluster, admitted.node.node)
+    calls = cci_deploy.metric_samples(text, "kubelet_cci_admit_duration_seconds_count")
+    total = cci_deploy.metric_samples(text, "kubelet_cci_admit_duration_seconds_sum")
+    key = (("driver", DRIVER), ("outcome", "admitted"))
+    assert calls.get(key, 0) >= 1, calls
+    whole = cci_deploy.metric_samples(text, "kubelet_cci_admission_duration_seconds_count")
+    assert whole.get((("outcome", "admitted"),), 0) >= 1, whole
+    say(f"cci: CCIAdmit mean {1000 * total[key] / calls[key]:.2f} ms over {int(calls[key])} call(s)")
+
+
+@pytest.mark.parametrize("how", ["kill -9 {pid}", "systemctl restart kubelet"], ids=["kill-9", "systemctl-restart"])
+def test_a_kubelet_restart_keeps_every_grant(cluster, admitted, how):
+    node = admitted.node
+    before_cpu, before_cci = node.cpu_manager_state(), node.cci_manager_state()
+    container_id = _cci_record(node, admitted.pod_uid)["containerID"]
+    old = node.kubelet_pid()
+    assert old > 0
+    started = time.monotonic()
+    node.host.check_output(how.format(pid=old))
+    wait_for(lambda: node.kubelet_pid() not in (0, old), timeout=60, interval=0.5,
+             what="systemd to restart the kubelet")
+    wait_for(lambda: cluster.kubectl("get", "--raw", f"/api/v1/nodes/{node.node}/proxy/healthz") == "ok",
+             timeout=120, interval=1, what="the restarted kubelet to answer /healthz")
+    say(f"cci: kubelet back {time.monotonic() - started:.1f} s after {how.format(pid=old)}")
+    # Restored, not re-granted: the same container, the same CPUs in both checkpoints and in the runtime.
+    after_cci = node.cci_manager_state()
+    assert after_cci["containers"] == before_cci["containers"]
+    after_cpu = node.cpu_manager_state()
+    assert after_cpu.entries == before_cpu.entries and after_cpu.default_cpuset == before_cpu.default_cpuset
+    pod = json.loads(cluster.kubectl("get", "pod", CLAIM_POD, "-o", "json"))
+    status = pod["status"]["containerStatuses"][0]
+    assert status["containerID"].endswith(container_id) and status["restartCount"] == 0
+    # The reconcile loop of the restarted kubelet keeps the container on its grant.
+    wait_for(lambda: node.cpu_manager_state().entries == before_cpu.entries, timeout=30, interval=1,
+             what="cpu_manager_state to stay as before the kill")
+    assert _recorded(node, CLAIM_POD) == admitted.grant
+    live = cci_deploy.driver_admissions(cci_deploy.driver_state(admitted.plan))
+    assert set(live) == {(admitted.pod_uid, "c0")}, "the driver must hold exactly the one admission"
+
+
+def test_deleting_the_pod_releases_at_the_driver_and_to_the_shared_pool(cluster, admitted):
+    node = admitted.node
+    cluster.kubectl("delete", "pod", CLAIM_POD, "--wait=true", "--timeout=120s", timeout=130)
+
+    def released():
+        state = node.cpu_manager_state()
+        cci = node.cci_manager_state()
+        return (admitted.pod_uid not in state.entries and admitted.grant <= state.default_cpuset
+                and not cci["containers"] and not cci["pending"])
+    wait_for(released, timeout=120, interval=1, what=f"CPUs {format_cpulist(admitted.grant)} back in the shared pool")
+    # CCIRemoveContainerResource reached the driver: its state log deleted the admission.
+    changes = cci_deploy.driver_state(admitted.plan)
+    assert [[admitted.pod_uid, "c0"]] in [c.get("del") for c in changes]
+    assert (admitted.pod_uid, "c0") not in cci_deploy.driver_admissions(changes)
+    # The static pod kept its CPUs throughout.
+    assert node.cpu_manager_state().entries[admitted.static_uid] == {"c0": admitted.static_cpus}
