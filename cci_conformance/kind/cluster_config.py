@@ -26,8 +26,10 @@ class NodePlan:
     topology: Topology | None = None
     profile: NodeConfig | None = None
     labels: dict[str, str] = field(default_factory=dict)
-    # More kubelet flags for this node only (merged after the CPU manager's), e.g. for a driver under test.
-    kubelet_args: dict[str, str] = field(default_factory=dict)
+    # Where in the node the faked machine is mounted. "/" (default): over the node's own /sys and
+    # /proc/cpuinfo, so the kubelet sees it too. Another path: only what reads that path (a driver's
+    # hostPath) sees it, and the kubelet sees the real host (see machine_mounts).
+    machine_root: str = "/"
 
 
 @dataclass
@@ -80,12 +82,13 @@ def _check_plan(plan: ClusterPlan) -> None:
                                   fix="reserve CPUs that the topology has")
 
 
-def _mounts(machine: Path) -> list[dict]:
+def _mounts(machine: Path, root: str = "/") -> list[dict]:
     sys_dir = machine / "sys" / "devices" / "system"
+    inside = root.rstrip("/")
     return [
-        {"hostPath": str(sys_dir / "cpu"), "containerPath": "/sys/devices/system/cpu", "readOnly": True},
-        {"hostPath": str(sys_dir / "node"), "containerPath": "/sys/devices/system/node", "readOnly": True},
-        {"hostPath": str(machine / "proc" / "cpuinfo"), "containerPath": "/proc/cpuinfo", "readOnly": True},
+        {"hostPath": str(sys_dir / "cpu"), "containerPath": f"{inside}/sys/devices/system/cpu", "readOnly": True},
+        {"hostPath": str(sys_dir / "node"), "containerPath": f"{inside}/sys/devices/system/node", "readOnly": True},
+        {"hostPath": str(machine / "proc" / "cpuinfo"), "containerPath": f"{inside}/proc/cpuinfo", "readOnly": True},
     ]
 
 
@@ -99,11 +102,11 @@ def kind_config(plan: ClusterPlan, workdir: Path) -> dict:
             entry["labels"] = dict(node.labels)
         if node.topology is not None:
             machine = render.render(node.topology, workdir / node_name)
-            entry["extraMounts"] = _mounts(machine)
-        if node.profile is not None or node.kubelet_args:
+            entry["extraMounts"] = _mounts(machine, node.machine_root)
+        if node.profile is not None:
             kind = "InitConfiguration" if node is plan.nodes[0] else "JoinConfiguration"
-            args = {**(kubelet_args(node.profile) if node.profile else {}), **node.kubelet_args}
-            patch = {"apiVersion": KUBEADM_API, "kind": kind, "nodeRegistration": {"kubeletExtraArgs": args}}
+            patch = {"apiVersion": KUBEADM_API, "kind": kind,
+                     "nodeRegistration": {"kubeletExtraArgs": kubelet_args(node.profile)}}
             entry["kubeadmConfigPatches"] = [yaml.safe_dump(patch, sort_keys=True)]
         nodes.append(entry)
     # Cluster-wide: the kubelet must never write host-global kernel sysctls (the node image shows it

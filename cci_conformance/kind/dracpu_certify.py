@@ -27,11 +27,11 @@ NOT_COVERED = {
 }
 STATIC_ONLY = ("REG-501", "ROBUST-501", "ROBUST-502")
 # With policy none the kubelet writes every CPU of its topology into the kubepods cgroup's cpuset
-# (cm.getCgroupConfig: "we must make sure systemd is aware of the cpuset cgroup", GetAllCPUs), which
-# a host with fewer CPUs than the faked machine refuses (ERANGE) and the kubelet exits. Without QoS
-# cgroups it creates no kubepods cgroup (containerd puts pods under system.slice); no cpuset is
-# involved, so what the driver asks the runtime for is unchanged. Node allocatable is then not enforced.
-POLICY_NONE_ON_A_SMALLER_HOST = {"cgroups-per-qos": "false", "enforce-node-allocatable": "none"}
+# (cm.getCgroupConfig: "we must make sure systemd is aware of the cpuset cgroup", GetAllCPUs), which a
+# host with fewer CPUs than the faked machine refuses (ERANGE), and the kubelet exits. Policy none
+# makes no CPU decision, so the kubelet is shown the real host and only the driver (its sysfs
+# hostPaths) the faked machine, mounted here in the node.
+MACHINE_ROOT = "/var/lib/cci-machine"
 
 
 def cluster_plan(name: str, topology_name: str, image: str) -> ClusterPlan:
@@ -43,7 +43,12 @@ def cluster_plan(name: str, topology_name: str, image: str) -> ClusterPlan:
     """
     return ClusterPlan(name, image, [NodePlan("control-plane"),
                                      NodePlan("worker", library.resolve(topology_name), None,
-                                              kubelet_args=dict(POLICY_NONE_ON_A_SMALLER_HOST))])
+                                              machine_root=MACHINE_ROOT)])
+
+
+def node_sysfs(node: NodePlan) -> str:
+    """Where the worker shows the faked machine's sysfs to a hostPath."""
+    return node.machine_root.rstrip("/") + "/sys"
 
 
 def certify_topology(topology_name: str, version: str, name: str, *, logs_dir: Path | None = None,
@@ -61,8 +66,14 @@ def certify_topology(topology_name: str, version: str, name: str, *, logs_dir: P
         cluster.wait_ready()
         worker = plan.node_names()[1]
         session = DraCpuSession(cluster, worker, topology,
-                                DriverDeployment(built.reference, worker, hybrid=bool(topology.core_types)))
-        session.deploy(built.archive, built.reference)
+                                DriverDeployment(built.reference, worker, hybrid=bool(topology.core_types),
+                                                 node_sysfs=node_sysfs(plan.nodes[1])))
+        try:
+            session.deploy(built.archive, built.reference)
+        except Exception:
+            say(session.driver_diagnostics())
+            cluster.export_logs()
+            raise
         findings += registration(session)
         for scenario in scenarios:
             say(f"{topology_name}: scenario {scenario.__name__}")

@@ -39,6 +39,9 @@ class DriverDeployment:
     hybrid: bool = False  # the topology has P/E cores: also show devices/cpu_atom
     log_level: int = 4
     healthz_port: int = 8080
+    # Where the node shows the faked machine's sysfs: "/sys" when our kind config mounts it over the
+    # node's own; another path when only the driver is shown it (cluster_config NodePlan.machine_root).
+    node_sysfs: str = "/sys"
     extra_args: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
@@ -88,7 +91,7 @@ def _volumes(plan: DriverDeployment) -> list[tuple[dict, dict]]:
     # /sys/devices/system/{cpu,node} (docs/kind.md "Clusters"); show exactly those under HOST_ROOT.
     for rel in plan.sysfs_reads():
         name = "sysfs-" + rel.replace("/", "-").replace("_", "-")
-        pairs.append(_host_dir(name, posixpath.join("/sys", rel), posixpath.join(HOST_ROOT, "sys", rel),
+        pairs.append(_host_dir(name, posixpath.join(plan.node_sysfs, rel), posixpath.join(HOST_ROOT, "sys", rel),
                                read_only=True))
     return pairs
 

@@ -106,6 +106,17 @@ class DraCpuSession:
             return None
         return wait_for(ready, timeout=timeout, interval=1.0, what=f"the {APP} pod on {self.node} Ready")
 
+    def driver_diagnostics(self) -> str:
+        """The driver pod's description and log, for a deployment that never became ready; never raises."""
+        out = []
+        for args in (("describe", "pods", "-n", NAMESPACE, "-l", f"app={APP}"),
+                     ("logs", "-n", NAMESPACE, "-l", f"app={APP}", "--tail=60", "--all-containers")):
+            try:
+                out.append(self.cluster.kubectl(*args))
+            except CommandFailed as exc:
+                out.append(str(exc))
+        return "\n".join(out)
+
     def published(self) -> dict[str, dict]:
         return dracpu_slices.devices(self.get("resourceslices")["items"], self.node)
 

@@ -182,15 +182,17 @@ def test_static_policy_plan_pins_with_the_kubelet_and_reserves_cpu0():
     assert resources["requests"] == resources["limits"] == {"cpu": "1", "memory": "64Mi"}
 
 
-def test_policy_none_worker_runs_without_qos_cgroups_and_the_control_plane_is_untouched(tmp_path):
-    import yaml
-
+def test_policy_none_worker_shows_the_faked_machine_to_the_driver_only(tmp_path):
     from cci_conformance.kind.cluster_config import kind_config
+    from cci_conformance.kind.dracpu_manifests import DriverDeployment, daemonset, unmounted_reads
 
     plan = dracpu_certify.cluster_plan("cci-x", "laptop-1s4c-smt2", "img")
-    config = kind_config(plan, tmp_path)
-    assert "kubeadmConfigPatches" not in config["nodes"][0]
-    patch = yaml.safe_load(config["nodes"][1]["kubeadmConfigPatches"][0])
-    assert patch["kind"] == "JoinConfiguration"
-    assert patch["nodeRegistration"]["kubeletExtraArgs"] == {"cgroups-per-qos": "false",
-                                                             "enforce-node-allocatable": "none"}
+    mounts = {m["containerPath"] for m in kind_config(plan, tmp_path)["nodes"][1]["extraMounts"]}
+    # Nothing over the node's own /sys: the kubelet (policy none) sees the real host.
+    assert mounts == {"/var/lib/cci-machine/sys/devices/system/cpu", "/var/lib/cci-machine/sys/devices/system/node",
+                      "/var/lib/cci-machine/proc/cpuinfo"}
+    deployment = DriverDeployment("img:v1", "w", node_sysfs=dracpu_certify.node_sysfs(plan.nodes[1]))
+    ds = daemonset(deployment)
+    paths = {v["hostPath"]["path"] for v in ds["spec"]["template"]["spec"]["volumes"]}
+    assert {"/var/lib/cci-machine/sys/devices/system/cpu", "/var/lib/cci-machine/sys/devices/system/node"} <= paths
+    assert unmounted_reads(ds, deployment.sysfs_reads()) == []
