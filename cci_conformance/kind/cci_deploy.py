@@ -59,6 +59,19 @@ def deploy(cluster: KindCluster, plan: CCIDriverDeployment, archive: Path, slots
     return time.monotonic() - started
 
 
+def slice_exists(cluster: KindCluster, plan: CCIDriverDeployment) -> bool:
+    out = cluster.kubectl("get", "resourceslices", "--field-selector", f"spec.nodeName={plan.node_name}",
+                          "-o", "jsonpath={.items[*].metadata.name}")
+    return f"{plan.node_name}-{plan.driver_name}" in out.split()
+
+
+def republish_slice(cluster: KindCluster, plan: CCIDriverDeployment, slots: int) -> None:
+    """Publish the worker's slice again: a starting kubelet deletes every ResourceSlice of its node (its DRA
+    manager's start-up wipe, so that no pod waits for a driver that may never come back)."""
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(
+        cci_manifests.resource_slice(plan.driver_name, plan.node_name, slots)))
+
+
 def undeploy(cluster: KindCluster, plan: CCIDriverDeployment, timeout: float = 120) -> None:
     """Delete the DaemonSet and wait until the driver removed its registration socket (SIGTERM, spec S1.9),
     so the kubelet has deregistered it; then the slice and the class."""

@@ -27,6 +27,8 @@ DRIVER = "go-reference.cci-conformance.io"
 # Four CPUs, whole cores (spec S2.4): the grant must be two sibling pairs of the SMT2 worker.
 PARAMS = {"cores": ["4"], "cpu attributes": [["EXCLUSIVE", "CORE-SIBLING-REQUIRED"]]}
 CLAIM, CLAIM_POD, STATIC_POD = "cci-claim-4", "cci-pod-4", "cci-static-g4"
+# One admission slot per allocatable CPU of the worker (docs/spec.md S3.9).
+SLOTS = len(library.load(INTEL).online_cpus) - len(parse_cpulist(INTEL_PROFILE["reservedSystemCPUs"]))
 
 
 @dataclass
@@ -44,10 +46,8 @@ class Admitted:
 def driver(cluster, intel_worker):
     built = cci_driver_image.build_image()
     plan = CCIDriverDeployment(load_manifest(GO_REFERENCE), built.reference, intel_worker, DRIVER)
-    topology = library.load(INTEL)
-    slots = len(topology.online_cpus) - len(parse_cpulist(INTEL_PROFILE["reservedSystemCPUs"]))
     try:
-        seconds = cci_deploy.deploy(cluster, plan, built.archive, slots)
+        seconds = cci_deploy.deploy(cluster, plan, built.archive, SLOTS)
         say(f"cci: driver image {built.seconds:.1f} s (reused: {built.reused}); registered {seconds:.1f} s after apply")
         yield plan
     finally:
@@ -148,6 +148,11 @@ def test_a_kubelet_restart_keeps_every_grant(cluster, admitted, how):
     wait_for(lambda: cluster.kubectl("get", "--raw", f"/api/v1/nodes/{node.node}/proxy/healthz") == "ok",
              timeout=120, interval=1, what="the restarted kubelet to answer /healthz")
     say(f"cci: kubelet back {time.monotonic() - started:.1f} s after {how.format(pid=old)}")
+    # The restarted kubelet wipes its node's ResourceSlices (DRA manager start-up); the harness publishes again.
+    wait_for(lambda: not cci_deploy.slice_exists(cluster, admitted.plan), timeout=60, interval=0.5,
+             what="the restarted kubelet to wipe its node's ResourceSlices")
+    cci_deploy.republish_slice(cluster, admitted.plan, SLOTS)
+    assert cci_deploy.slice_exists(cluster, admitted.plan)
     # Restored, not re-granted: the same container, the same CPUs in both checkpoints and in the runtime.
     after_cci = node.cci_manager_state()
     assert after_cci["containers"] == before_cci["containers"]
@@ -162,6 +167,50 @@ def test_a_kubelet_restart_keeps_every_grant(cluster, admitted, how):
     assert _recorded(node, CLAIM_POD) == admitted.grant
     live = cci_deploy.driver_admissions(cci_deploy.driver_state(admitted.plan))
     assert set(live) == {(admitted.pod_uid, "c0")}, "the driver must hold exactly the one admission"
+
+
+def _run_claim_pod(cluster, node: str, name: str, params: dict) -> dict:
+    image = pods.pause_image(cluster, node)
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(cci_manifests.resource_claim(name, DRIVER, params)))
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(cci_manifests.claim_pod(name, name, node, image)))
+    return cci_deploy.wait_pod(cluster, name)
+
+
+def _remove_claim_pod(cluster, node: NodeAccess, name: str) -> None:
+    """Delete the pod and its claim, and wait until the kubelet released whatever the pod held."""
+    uid = cluster.kubectl("get", "pod", name, "--ignore-not-found", "-o", "jsonpath={.metadata.uid}")
+    cluster.kubectl("delete", "pod", name, "--ignore-not-found", "--wait=true", "--timeout=120s", timeout=130)
+    cluster.kubectl("delete", "resourceclaim", name, "--ignore-not-found")
+    wait_for(lambda: uid not in node.cpu_manager_state().entries
+             and uid not in {r["podUID"] for r in node.cci_manager_state()["containers"]},
+             timeout=120, interval=1, what=f"the kubelet to release what pod {name} held")
+
+
+def test_after_the_restarts_a_new_claim_gets_other_cpus(cluster, admitted):
+    node, name = admitted.node, "cci-pod-after-restart"
+    try:
+        pod = _run_claim_pod(cluster, node.node, name, {"cores": ["2"], "cpu attributes": [["EXCLUSIVE"]]})
+        assert pod["status"]["phase"] == "Running", pod["status"]
+        grant = parse_cpulist(_cci_record(node, pod["metadata"]["uid"])["exclusive"])
+        assert len(grant) == 2 and not grant & (admitted.grant | admitted.static_cpus | parse_cpulist("0"))
+        assert node.cpu_manager_state().entries[pod["metadata"]["uid"]] == {"c0": grant}
+    finally:
+        _remove_claim_pod(cluster, node, name)
+
+
+def test_a_claim_the_driver_refuses_fails_the_pod_and_changes_nothing(cluster, admitted):
+    node, name = admitted.node, "cci-pod-too-big"
+    before = node.cpu_manager_state()
+    try:
+        pod = _run_claim_pod(cluster, node.node, name, {"cores": ["64"], "cpu attributes": [["EXCLUSIVE"]]})
+        # The kubelet refuses the pod with the embedded node's reason; the driver's err is the message.
+        assert pod["status"]["phase"] == "Failed" and pod["status"].get("reason") == "CCIAdmitError", pod["status"]
+        assert "64" in pod["status"].get("message", ""), pod["status"]
+        after = node.cpu_manager_state()
+        assert after.entries == before.entries and after.default_cpuset == before.default_cpuset
+        assert pod["metadata"]["uid"] not in {r["podUID"] for r in node.cci_manager_state()["containers"]}
+    finally:
+        _remove_claim_pod(cluster, node, name)
 
 
 def test_deleting_the_pod_releases_at_the_driver_and_to_the_shared_pool(cluster, admitted):
