@@ -104,7 +104,11 @@ def daemonset(plan: DriverDeployment) -> dict:
         "name": "dracpu",
         "image": plan.image,
         "imagePullPolicy": "Never",
-        "args": plan.args(),
+        # `command`, not `args`: the list starts with the program (the image's entrypoint). As `args`
+        # it would run `/dracpu /dracpu --v=4 ...`, and Go's flag parsing stops at the first
+        # non-flag, so every flag would be silently ignored (the driver then runs its defaults:
+        # grouped mode, found so on kind).
+        "command": plan.args(),
         "env": [{"name": "HOST_ROOT", "value": HOST_ROOT}],
         "ports": [{"name": "healthz", "containerPort": plan.healthz_port}],
         # /healthz answers 200 only after the driver published its slices and started its NRI plugin;

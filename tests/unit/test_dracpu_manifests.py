@@ -62,10 +62,12 @@ def test_flags_image_and_placement():
     ds = m.daemonset(_plan(reserved_cpus=frozenset({0, 1, 2, 8})))
     container = _container(ds)
     assert container["image"] == IMAGE and container["imagePullPolicy"] == "Never"
-    assert container["args"][:3] == ["/dracpu", "--v=4", "--cpu-device-mode=individual"]
-    assert "--reserved-cpus=0-2,8" in container["args"]
-    assert "--hostname-override=cci-run-worker" in container["args"]
-    assert not any(a.startswith("--group-by") for a in container["args"])
+    assert container["command"][:3] == ["/dracpu", "--v=4", "--cpu-device-mode=individual"]
+    # As `args` after the image's entrypoint the program name would end flag parsing: no flag would apply.
+    assert "args" not in container
+    assert "--reserved-cpus=0-2,8" in container["command"]
+    assert "--hostname-override=cci-run-worker" in container["command"]
+    assert not any(a.startswith("--group-by") for a in container["command"])
     spec = ds["spec"]["template"]["spec"]
     assert spec["nodeSelector"] == {"kubernetes.io/hostname": "cci-run-worker"} and spec["hostNetwork"] is True
     assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
