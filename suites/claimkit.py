@@ -5,10 +5,10 @@ from __future__ import annotations
 import itertools
 import json
 
+from cci_conformance.backends.checks import check_cpu_manager_state, check_pod_resources, check_snapshot
+from cci_conformance.certify.outcomes import require_feature
 from cci_conformance.cpuset import CPUs, format_cpulist
 from cci_conformance.node.api import AdmissionResult, ClaimRef, ContainerSpec, NodeSnapshot, PodSpec
-from cci_conformance.node.cci_journal import read_cci_state
-from cci_conformance.node.verify import check_cpu_manager_state, check_pod_resources, check_snapshot
 from cci_conformance.protocol.semantics import GroupReply, Violation, check_admission
 from cci_conformance.topology.model import Topology
 
@@ -74,7 +74,8 @@ def available_now(snap: NodeSnapshot) -> CPUs:
 
 
 def withheld_of(snap: NodeSnapshot, key: str) -> CPUs:
-    return frozenset(snap.extra.get("withheld", {}).get(key, ()))
+    """The siblings the node holds back for ``key`` (none when the container withholds nothing)."""
+    return snap.withheld[key] if key in snap.withheld else frozenset()
 
 
 def assignment(result: AdmissionResult, container: str = "c0"):
@@ -105,22 +106,17 @@ def node_problems(session, strict_reservation: bool = False) -> list[str]:
     snap = session.snapshot()
     problems = check_snapshot(snap, strict_reservation)
     problems += check_pod_resources(session.listed_exclusive_cpus(), session.allocatable_cpus(), snap)
-    raw = session.state_files().get("cpu_manager_state")
-    if raw is not None:
-        problems += check_cpu_manager_state(raw, snap, snap.extra.get("policy", "static"))
+    problems += check_cpu_manager_state(session.persisted_state().cpu_manager_state, snap, snap.policy)
     return problems
 
 
 def ledger(session) -> tuple:
-    """What a refused admission must leave unchanged: holdings, pool, containers, pod-resources, state files."""
+    """What a refused admission must leave unchanged: holdings, pool, containers, pod-resources, checkpoints
+    (PersistedState.cci_content leaves out the counters every write changes)."""
     snap = session.snapshot()
-    files = session.state_files()
-    cci = read_cci_state(files)
-    cci.pop("generation", None)
-    cci.pop("journalEpoch", None)  # snapshots are taken when the journal grows, not on a change of content
-    cci.pop("cpuManagerState", None)  # checksums of the file pair: the cpu_manager_state bytes are compared instead
+    saved = session.persisted_state()
     return (snap.exclusive, snap.shared_pool, sorted((c.pod_uid, c.container, c.store_cpus) for c in snap.containers),
-            session.listed_exclusive_cpus(), files.get("cpu_manager_state"), json.dumps(cci, sort_keys=True))
+            session.listed_exclusive_cpus(), saved.cpu_manager_state, saved.cci_content)
 
 
 def fmt(cpus) -> str:
@@ -135,12 +131,8 @@ def driver_client(session, deadline_s: float = 5.0):
     """A CCI client on the driver's own socket, for calls the node never repeats (retries after a lost reply)."""
     from cci_conformance.drivers.client import CCIClient
 
-    endpoint = getattr(session, "cci_endpoint", lambda: None)()
-    if endpoint is None:
-        from cci_conformance.certify.outcomes import not_applicable
-
-        not_applicable("this backend does not expose the driver's CCI socket")
-    return CCIClient(endpoint, deadline_s=deadline_s)
+    require_feature(session, "cci-endpoint")
+    return CCIClient(session.cci_endpoint(), deadline_s=deadline_s)
 
 
 def handle(parameters: dict) -> str:

@@ -175,6 +175,6 @@ def test_cpu_manager_state_is_a_valid_kubelet_checkpoint(node, pods, topology, n
     need_static(node_profile)
     mixed_load(pods, topology, denied_siblings(topology, driver_manifest))
     snap = node.snapshot()
-    state = loads(node.state_files()["cpu_manager_state"], policy_name="static")  # verifies the checksum
+    state = loads(node.persisted_state().cpu_manager_state, policy_name="static")  # verifies the checksum
     entries = {f"{pod}/{name}": cpus for pod, cs in state.entries.items() for name, cpus in cs.items()}
     assert entries == snap.exclusive and state.default_cpuset == snap.shared_pool

@@ -18,8 +18,7 @@ from claimkit import (
     static_pod,
 )
 
-from cci_conformance.certify.outcomes import not_applicable
-from cci_conformance.node.cci_journal import read_cci_state
+from cci_conformance.certify.outcomes import require_feature
 from cci_conformance.waiting import wait_for
 
 
@@ -172,22 +171,18 @@ def test_container_gone_while_node_down_is_released(node, pods, topology, node_p
     snap = node.snapshot()
     assert all((c.pod_uid, c.container) != (gone.pod_uid, gone.container) for c in snap.containers)
     assert not gone.cpus & frozenset().union(*snap.exclusive.values()), "the vanished container's CPUs are held"
-    wait_for(lambda: not snap_pending(node), 10.0, what="the node to deliver the owed CCIRemoveContainerResource")
+    wait_for(lambda: not node.snapshot().pending, 10.0, what="the node to deliver the owed CCIRemoveContainerResource")
     pods.forget(gone.pod_uid)
     pods.delete(gone.pod_uid)
     fill_all(node, pods)
-
-
-def snap_pending(node) -> list:
-    return node.snapshot().extra.get("pending", [])
 
 
 @pytest.mark.requirement("RESTART-005")
 @pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
 def test_node_killed_during_admission_leaves_nothing_half_granted(node, pods):
     """A node and driver killed while CCIAdmit is in flight MUST come back with the pod absent and no CPU lost."""
-    if not all(hasattr(node, h) for h in ("pause_driver", "resume_driver", "stop_node", "start_node")):
-        not_applicable("this backend cannot hold the driver mid-answer")
+    require_feature(node, "driver-pause")
+    require_feature(node, "node-stop")
     room = len(available_now(node.snapshot()))
     pod = claim_pod(exclusive(2))
     node.pause_driver()  # the driver has the request but has not answered (kill -9 of a stopped process works)
@@ -203,7 +198,7 @@ def test_node_killed_during_admission_leaves_nothing_half_granted(node, pods):
     worker.join(15)
     node.start_node()
     node.start_driver()  # its registration is when the node rolls the interrupted claim back
-    wait_for(lambda: not snap_pending(node), 10.0, what="the node to roll back the interrupted admission")
+    wait_for(lambda: not node.snapshot().pending, 10.0, what="the node to roll back the interrupted admission")
     snap = node.snapshot()
     mine = [c for c in snap.containers if c.pod_uid == pod.uid]
     assert not mine, f"the interrupted pod is half there: {mine}"
@@ -212,8 +207,8 @@ def test_node_killed_during_admission_leaves_nothing_half_granted(node, pods):
 
 
 def admission_intent(node) -> bool:
-    data = read_cci_state(node.state_files())
-    return any(e.get("why") == "admission" for e in data.get("pending", []))
+    """The node made its admission intent durable (read from its checkpoint: the node is busy admitting)."""
+    return any(owed.why == "admission" for owed in node.persisted_state().pending)
 
 
 def _try(fn, *args):

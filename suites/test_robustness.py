@@ -8,7 +8,7 @@ import grpc
 import pytest
 from claimkit import NAMESPACE, available_now, claim_pod, driver_client, exclusive, ledger, shared, standard_pod
 
-from cci_conformance.certify.outcomes import not_applicable
+from cci_conformance.certify.outcomes import require_feature
 
 MANY_LIVE = 100  # live admissions the deadline test keeps (more than a small fixed-size table holds)
 REMOVED = 5  # of them, deleted one by one to time CCIRemoveContainerResource with the rest still live
@@ -91,8 +91,8 @@ def test_driver_answers_within_the_deadline_with_many_live_admissions(node_sessi
         assert not owed, f"CCIRemoveContainerResource missed the {deadline:g}s deadline with ~{MANY_LIVE} live: {owed}"
         assert took < deadline, f"deleting a pod took {took:.2f}s, deadline {deadline:g}s"
     # A repeated Add and a repeated Remove change nothing (S1.7) and must be as prompt: the node retries both.
-    if getattr(session, "cci_endpoint", lambda: None)() is None:
-        return  # a backend without the driver's socket: Admit, Add and Remove were timed through the node above
+    # They go to the driver's socket: a backend without it leaves this test not-applicable (driver_client),
+    # not passed on the calls timed through the node above.
     live, gone = admitted[0], admitted[-1]
     client = driver_client(session, deadline)
     try:
@@ -149,9 +149,8 @@ def test_add_for_a_container_never_admitted_is_refused(node, pods):
 @pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
 def test_sigterm_removes_both_sockets(node, pods):
     """On SIGTERM the driver MUST stop, remove its registration and CCI sockets, and exit."""
-    endpoint = getattr(node, "cci_endpoint", lambda: None)()
-    if endpoint is None:
-        not_applicable("this backend does not expose the driver's sockets")
+    require_feature(node, "cci-endpoint")
+    endpoint = node.cci_endpoint()
     node.stop_driver(hard=False)  # returns once the node saw the registration socket go away
     assert not endpoint.exists(), f"{endpoint} is still there after SIGTERM"
     assert not node.snapshot().drivers
@@ -163,8 +162,7 @@ def test_sigterm_removes_both_sockets(node, pods):
 def test_hanging_driver_is_refused_at_the_deadline_and_the_node_goes_on(node_session_factory, node_profile):
     """A CCIAdmit the driver never answers MUST end in a DriverTimeout refusal within the deadline; the node goes on."""
     session = node_session_factory(node_profile={**node_profile, "rpcTimeoutSeconds": 1})
-    if not hasattr(session, "pause_driver"):
-        not_applicable("this backend cannot hold the driver mid-answer")
+    require_feature(session, "driver-pause")
     session.pause_driver()
     try:
         start = time.perf_counter()

@@ -7,7 +7,18 @@ import time
 from dataclasses import dataclass
 
 import pytest
-from claimkit import available_now, claim_pod, fmt, group, node_problems, params, standard_pod, static_pod, violations
+from claimkit import (
+    available_now,
+    claim_pod,
+    fmt,
+    group,
+    node_problems,
+    params,
+    standard_pod,
+    static_pod,
+    violations,
+    withheld_of,
+)
 from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, invariant, precondition, rule
@@ -113,7 +124,7 @@ class NodeMachine(RuleBasedStateMachine):
         a = result.containers[0]
         key = f"{a.pod_uid}/{a.container}"
         held = after.exclusive.get(key, frozenset())
-        withheld = frozenset(after.extra.get("withheld", {}).get(key, ()))
+        withheld = withheld_of(after, key)
         groups = a.groups or (a.cpus,)
         flags = tuple(bool(g) and frozenset(g) <= held - withheld for g in groups)
         self.live[a.pod_uid] = Live("cci", parameters, tuple(groups), flags, held)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import ClassVar, Protocol
 
 from ..cpuset import CPUs
-from ..node.api import AdmissionResult, NodeSnapshot, PodSpec
+from ..node.api import AdmissionResult, NodeSnapshot, PersistedState, PodSpec
 from ..topology.model import Topology
 
 
@@ -23,7 +23,9 @@ class SessionConfig:
 
 
 # The hooks a backend may not be able to offer, and what each lets a suite do. A session lists the ones it
-# offers in ``features``; a test needing another is not-applicable on that backend, with this text as the reason.
+# offers in ``features``; a test needing another is not-applicable on that backend, with this text in the
+# reason (certify/outcomes.py require_feature). A test never probes a session with hasattr: a hook it has
+# but does not list is not offered.
 FEATURES = {
     "node-stop": "stop_node()/start_node(): the node down while the runtime and the driver go on",
     "driver-pause": "pause_driver()/resume_driver(): hold the driver mid-answer (SIGSTOP/SIGCONT)",
@@ -31,17 +33,30 @@ FEATURES = {
 }
 
 
+class ContractError(TypeError):
+    """A session that does not say what the contract asks of every backend (its name, its features)."""
+
+
 def missing_feature(session, feature: str) -> str:
     """"" when ``session`` offers ``feature``; otherwise the not-applicable reason naming the backend."""
     if feature not in FEATURES:
         raise ValueError(f"unknown backend feature {feature!r}; known: {sorted(FEATURES)}")
-    if feature in getattr(session, "features", frozenset()):
+    for attr in ("backend_name", "features"):
+        if not hasattr(session, attr):  # a forgotten declaration must not quietly waive requirements
+            raise ContractError(f"{type(session).__name__} has no {attr!r}: every NodeSession declares "
+                                "backend_name and features (backends/base.py)")
+    if feature in session.features:
         return ""
-    return f"backend {getattr(session, 'backend_name', '?')} cannot {FEATURES[feature].split(': ', 1)[1]}"
+    return f"backend {session.backend_name} cannot {FEATURES[feature].split(': ', 1)[1]} ({feature})"
 
 
 class NodeSession(Protocol):
-    """One running node with its driver. Every call has a deadline; close() leaves nothing behind."""
+    """One running node with its driver. Every call has a deadline; close() leaves nothing behind.
+
+    This is the only way suites and their fixtures look at a node (docs/architecture.md "The contract").
+    What they read is typed: NodeSnapshot and PersistedState (node/api.py) refuse a missing or mistyped
+    field when they are made, so a backend that cannot supply something fails loudly, never by default.
+    """
 
     topology: Topology
     backend_name: str
@@ -50,7 +65,8 @@ class NodeSession(Protocol):
     def create_pod(self, pod: PodSpec) -> AdmissionResult: ...
     def delete_pod(self, pod_uid: str) -> None: ...
     def stop_container(self, pod_uid: str, container: str) -> None: ...
-    def snapshot(self) -> NodeSnapshot: ...
+    def snapshot(self) -> NodeSnapshot: ...  # the ledger at one instant, read through the node (waits for
+    # an admission in progress to end)
 
     def restart_node(self, hard: bool = True) -> None: ...
     def restart_driver(self, hard: bool = True) -> None: ...
@@ -65,11 +81,13 @@ class NodeSession(Protocol):
     def start_node(self) -> None: ...
     def pause_driver(self) -> None: ...
     def resume_driver(self) -> None: ...
-    def cci_endpoint(self) -> Path | None: ...
+    def cci_endpoint(self) -> Path: ...
 
     def allocatable_cpus(self) -> CPUs: ...  # pod-resources GetAllocatableResources
     def listed_exclusive_cpus(self) -> dict[str, CPUs]: ...  # pod-resources List: "<ns>/<pod>/<container>" -> cpu_ids
-    def state_files(self) -> dict[str, bytes]: ...  # cpu_manager_state, cci_manager_state(.journal) as on disk
+    def persisted_state(self) -> PersistedState: ...  # the checkpoints on disk, read without the node
+    # (node/persisted.py builds it from the files both nodes write; the kind backend reads them from the
+    # node container)
     def collect_evidence(self, dest: Path) -> list[Path]: ...  # logs, state files, cpusets
     def close(self) -> None: ...
 

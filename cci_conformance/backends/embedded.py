@@ -19,9 +19,10 @@ from ..cpuset import CPUs
 from ..drivers.manifest import load_manifest
 from ..drivers.process import DriverProcess
 from ..errors import ConfigError
-from ..node.api import AdmissionResult, NodeSnapshot, PodSpec
+from ..node.api import AdmissionResult, NodeSnapshot, PersistedState, PodSpec
 from ..node.checkpoint import CCI_JOURNAL_FILE, CCI_STATE_FILE, CPU_STATE_FILE
 from ..node.client import NodeClient
+from ..node.persisted import persisted_state
 from ..node.profile import parse_config
 from ..node.runtime import CPUSET_FILE, container_dir
 from ..paths import PROJECT_ROOT
@@ -272,7 +273,12 @@ class EmbeddedSession:
         return {f"{p.namespace}/{p.name}/{c.name}": frozenset(c.cpu_ids)
                 for p in reply.pod_resources for c in p.containers if c.cpu_ids}
 
+    def persisted_state(self) -> PersistedState:
+        return persisted_state(self.state_files())
+
     def state_files(self) -> dict[str, bytes]:
+        """The checkpoint files as on disk (this backend's own view, for the evidence bundle and the node's
+        tests; suites read :meth:`persisted_state`)."""
         out = {}
         for name in (CPU_STATE_FILE, CCI_STATE_FILE, CCI_JOURNAL_FILE):
             path = self.kubelet / name
@@ -281,9 +287,11 @@ class EmbeddedSession:
         return out
 
     # ---- the contract's feature hooks (backends/base.py FEATURES) ----
-    def cci_endpoint(self) -> Path | None:
+    def cci_endpoint(self) -> Path:
         """The driver's CCI socket (docs/spec.md S1.2): protocol-level checks such as a retried CCIAdmit."""
-        return self.driver.plugin_dir / "cci.sock" if self.driver else None
+        if self.driver is None:
+            raise ConfigError("this session has no driver", field="driver_manifest", fix="open it with a manifest")
+        return self.driver.plugin_dir / "cci.sock"
 
     def pause_driver(self) -> None:
         """SIGSTOP the driver: its calls hang until :meth:`resume_driver` (a driver busy answering)."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from .outcomes import (
+    BACKEND_NA_KIND,
+    BACKEND_NA_PREFIX,
     ERROR,
     FAILED,
     NOT_APPLICABLE,
@@ -88,6 +90,8 @@ class ResultCollector:
             res.outcome, res.reason, res.na_kind = NOT_APPLICABLE, na["reason"], na["kind"]
         elif reason.startswith(TOPOLOGY_NA_PREFIX):
             res.outcome, res.reason, res.na_kind = NOT_APPLICABLE, reason, TOPOLOGY_NA_KIND
+        elif reason.startswith(BACKEND_NA_PREFIX):
+            res.outcome, res.reason, res.na_kind = NOT_APPLICABLE, reason, BACKEND_NA_KIND
         else:
             res.outcome, res.reason = SKIPPED, reason
 

@@ -18,8 +18,12 @@ STATUSES = (PASS, FAIL, NA, UNTESTED)
 # A skip reason starting with this marks a test that does not apply to this run's machine; it is
 # not a pass: a requirement all of whose tests are topology-inapplicable stays untested.
 TOPOLOGY_NA_PREFIX = "not applicable on this topology: "
+# A skip reason starting with this marks a test needing a hook the backend does not offer (backends/base.py
+# FEATURES): the requirement is not applicable on that backend, and the reason says which hook and why.
+BACKEND_NA_PREFIX = "not applicable on this backend: "
 CAPABILITY_NA_KIND = "capability"
 TOPOLOGY_NA_KIND = "topology"
+BACKEND_NA_KIND = "backend"
 
 
 def capability_skip_reason(driver: str, capability: str) -> str:
@@ -29,6 +33,16 @@ def capability_skip_reason(driver: str, capability: str) -> str:
 def not_applicable(reason: str) -> None:
     """Skip the running test because the machine cannot exercise it (e.g. one NUMA node for a bind test)."""
     pytest.skip(TOPOLOGY_NA_PREFIX + reason)
+
+
+def require_feature(session, feature: str) -> None:
+    """Skip the running test, not-applicable with the backend's reason, unless ``session`` offers ``feature``
+    (a key of backends/base.py FEATURES). The only way a suite asks for an optional hook."""
+    from ..backends.base import missing_feature
+
+    reason = missing_feature(session, feature)
+    if reason:
+        pytest.skip(BACKEND_NA_PREFIX + reason)
 
 
 @dataclass
@@ -84,6 +98,9 @@ def requirement_verdict(req: Requirement, results: list[TestResult], node_mode: 
             if req.capability is None:  # a requirement for every driver cannot be waived by a capability
                 return Verdict(UNTESTED, f"needs no capability, but every test of it was skipped: {na[0].reason}")
             return Verdict(NA, na[0].reason)
+        backend = next((r for r in na if r.na_kind == BACKEND_NA_KIND), None)
+        if backend is not None:  # the harness cannot exercise it here: says so, never a pass (spec §4.3)
+            return Verdict(NA, backend.reason)
         topo = next(r for r in na if r.na_kind != CAPABILITY_NA_KIND)
         why = topo.reason.removeprefix(TOPOLOGY_NA_PREFIX)
         return Verdict(UNTESTED, f"not applicable on any topology of this run: {why}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..cpuset import CPUs
@@ -86,30 +86,87 @@ class ContainerState:
     running: bool = True
 
 
+class SnapshotError(TypeError):
+    """A backend handed over a NodeSnapshot or PersistedState without a field, or with one of the wrong type."""
+
+
+@dataclass(frozen=True)
+class OwedRemove:
+    """A CCIRemoveContainerResource the node owes a driver until the driver acknowledges it (docs/spec.md S1.7,
+    S3.5). ``why``: "admission" (written before CCIAdmit is sent, so it is owed while the call is in flight),
+    "removal" (the container was removed) or "gone-while-down" (the runtime lost it while the node was down)."""
+
+    driver: str
+    pod_uid: str
+    container: str
+    container_id: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.why}: {self.driver} {self.pod_uid}/{self.container} ({self.container_id[:12]})"
+
+
+def _check_fields(value, types: dict[str, type | tuple[type, ...]], items: dict[str, type]) -> None:
+    """Every field present with its type (and each item of a collection field with its item type)."""
+    name = type(value).__name__
+    for field_name, want in types.items():
+        got = getattr(value, field_name)
+        if not isinstance(got, want):
+            raise SnapshotError(f"{name}.{field_name} is {type(got).__name__} {got!r:.80}, not {want}: the "
+                                "backend must fill every field of the contract (backends/base.py)")
+        if field_name in items:
+            member = got.values() if isinstance(got, dict) else got
+            bad = next((m for m in member if not isinstance(m, items[field_name])), None)
+            if bad is not None:
+                raise SnapshotError(f"{name}.{field_name} holds {type(bad).__name__} {bad!r:.80}, not "
+                                    f"{items[field_name].__name__}")
+
+
 @dataclass(frozen=True)
 class NodeSnapshot:
-    """The node's whole CPU accounting at one instant (read through the control API)."""
+    """The node's whole CPU accounting at one instant, as every backend reports it (backends/base.py).
+
+    Every field is required and type-checked when the snapshot is made: a backend that cannot fill one
+    fails the test that asked, it never hands over a default that a check would read as "nothing wrong".
+    """
 
     mode: str  # "alpha" | "coexistence"
     online: CPUs
     reserved: CPUs
     shared_pool: CPUs
-    exclusive: dict[str, CPUs]  # "<pod_uid>/<container>" -> exclusive CPUs (static and CCI)
+    exclusive: dict[str, CPUs]  # "<pod_uid>/<container>" -> exclusive CPUs (static and CCI), withheld included
     containers: tuple[ContainerState, ...]
     drivers: tuple[str, ...]  # names of registered CCI drivers
-    node_generation: int = 0  # increments on every node (re)start
-    # What the suites read besides the ledger, as typed fields every backend must fill (a missing one must
-    # fail a test, never default it into a pass):
-    policy: str = "none"  # the static-QoS CPU manager policy: "static" | "none"
-    withheld: dict[str, CPUs] = field(default_factory=dict)  # "<pod_uid>/<container>" -> siblings held back
-    pending: tuple[str, ...] = ()  # CCIRemoveContainerResource calls owed to drivers, one line each
-    startup: tuple[str, ...] = ()  # what the last node start reconciled
-    refused: dict[str, str] = field(default_factory=dict)  # registration socket -> refusal reason
-    registrations: int = 0  # successful driver registrations since the node started
+    node_generation: int  # increments on every node (re)start
+    policy: str  # the static-QoS CPU manager policy: "static" | "none"
+    withheld: dict[str, CPUs]  # "<pod_uid>/<container>" -> siblings held back (CORE-SIBLING-DENIED)
+    pending: tuple[OwedRemove, ...]  # CCIRemoveContainerResource calls owed to drivers
+    startup: tuple[str, ...]  # what the last node start reconciled, one line each
+    refused: dict[str, str]  # registration socket -> why the node refused it
+    registrations: int  # successful driver registrations since the node started
 
-    @property
-    def extra(self) -> dict[str, Any]:
-        """The untyped view older callers read; new code reads the typed fields."""
-        return {"withheld": {k: sorted(v) for k, v in self.withheld.items()}, "pending": list(self.pending),
-                "startup": list(self.startup), "refused": dict(self.refused), "policy": self.policy,
-                "registrations": self.registrations}
+    def __post_init__(self) -> None:
+        _check_fields(self, {"mode": str, "online": frozenset, "reserved": frozenset, "shared_pool": frozenset,
+                             "exclusive": dict, "containers": tuple, "drivers": tuple, "node_generation": int,
+                             "policy": str, "withheld": dict, "pending": tuple, "startup": tuple, "refused": dict,
+                             "registrations": int},
+                      {"exclusive": frozenset, "containers": ContainerState, "drivers": str, "withheld": frozenset,
+                       "pending": OwedRemove, "startup": str, "refused": str})
+        if self.policy not in ("static", "none"):
+            raise SnapshotError(f"NodeSnapshot.policy is {self.policy!r}, not 'static' or 'none'")
+
+
+@dataclass(frozen=True)
+class PersistedState:
+    """What the node has made durable, read from its files without asking the node (which may be mid-admission
+    or down). Both nodes keep the same two checkpoints: the kubelet's ``cpu_manager_state`` (upstream format)
+    and the CCI manager's ``cci_manager_state`` (docs/spec.md S3.5; the embedded node adds a journal)."""
+
+    cpu_manager_state: bytes  # the kubelet's file as on disk; the harness parses and verifies it itself
+    cci_content: str  # canonical JSON of the CCI checkpoint's content (journal applied) without the counters
+    # that change on every write (generation, journal epoch, cpu_manager_state checksums)
+    pending: tuple[OwedRemove, ...]  # the owed Removes the checkpoint holds; "admission": CCIAdmit in flight
+
+    def __post_init__(self) -> None:
+        _check_fields(self, {"cpu_manager_state": bytes, "cci_content": str, "pending": tuple},
+                      {"pending": OwedRemove})

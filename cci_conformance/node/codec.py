@@ -6,7 +6,17 @@ import json
 from typing import Any
 
 from ..cpuset import format_cpulist, parse_cpulist
-from .api import AdmissionResult, ClaimRef, ContainerAssignment, ContainerSpec, ContainerState, NodeSnapshot, PodSpec
+from .api import (
+    AdmissionResult,
+    ClaimRef,
+    ContainerAssignment,
+    ContainerSpec,
+    ContainerState,
+    NodeSnapshot,
+    OwedRemove,
+    PodSpec,
+    SnapshotError,
+)
 
 
 class CodecError(ValueError):
@@ -73,22 +83,43 @@ def snapshot_to_json(s: NodeSnapshot) -> str:
                         "exclusive": c.exclusive, "claimUID": c.claim_uid, "running": c.running}
                        for c in s.containers],
         "drivers": list(s.drivers), "nodeGeneration": s.node_generation, "policy": s.policy,
-        "withheld": {k: format_cpulist(v) for k, v in s.withheld.items()}, "pending": list(s.pending),
+        "withheld": {k: format_cpulist(v) for k, v in s.withheld.items()},
+        "pending": [owed_to_dict(o) for o in s.pending],
         "startup": list(s.startup), "refused": s.refused, "registrations": s.registrations,
     })
 
 
+def owed_to_dict(o: OwedRemove) -> dict[str, str]:
+    return {"driver": o.driver, "podUID": o.pod_uid, "container": o.container, "containerID": o.container_id,
+            "why": o.why}
+
+
+def owed_from_dict(d: dict) -> OwedRemove:
+    """An owed Remove from the control API or from a ``cci_manager_state`` pending entry (same keys)."""
+    return OwedRemove(driver=d["driver"], pod_uid=d["podUID"], container=d["container"],
+                      container_id=d["containerID"], why=d["why"])
+
+
 def snapshot_from_json(text: str) -> NodeSnapshot:
+    """A NodeSnapshot; a missing or mistyped field is a SnapshotError naming it (never a default)."""
     d = json.loads(text)
-    return NodeSnapshot(
-        mode=d["mode"], online=parse_cpulist(d["online"]), reserved=parse_cpulist(d["reserved"]),
-        shared_pool=parse_cpulist(d["sharedPool"]),
-        exclusive={k: parse_cpulist(v) for k, v in d["exclusive"].items()},
-        containers=tuple(ContainerState(
-            namespace=c["namespace"], pod_name=c["podName"], pod_uid=c["podUID"], container=c["container"],
-            container_id=c["containerID"], source=c["source"], store_cpus=parse_cpulist(c["storeCpus"]),
-            runtime_cpus=parse_cpulist(c["runtimeCpus"]), exclusive=c["exclusive"], claim_uid=c["claimUID"],
-            running=c["running"]) for c in d["containers"]),
-        drivers=tuple(d["drivers"]), node_generation=d["nodeGeneration"], policy=d["policy"],
-        withheld={k: parse_cpulist(v) for k, v in d["withheld"].items()}, pending=tuple(d["pending"]),
-        startup=tuple(d["startup"]), refused=dict(d["refused"]), registrations=int(d["registrations"]))
+    try:
+        return NodeSnapshot(
+            mode=d["mode"], online=parse_cpulist(d["online"]), reserved=parse_cpulist(d["reserved"]),
+            shared_pool=parse_cpulist(d["sharedPool"]),
+            exclusive={k: parse_cpulist(v) for k, v in d["exclusive"].items()},
+            containers=tuple(ContainerState(
+                namespace=c["namespace"], pod_name=c["podName"], pod_uid=c["podUID"], container=c["container"],
+                container_id=c["containerID"], source=c["source"], store_cpus=parse_cpulist(c["storeCpus"]),
+                runtime_cpus=parse_cpulist(c["runtimeCpus"]), exclusive=c["exclusive"], claim_uid=c["claimUID"],
+                running=c["running"]) for c in d["containers"]),
+            drivers=tuple(d["drivers"]), node_generation=d["nodeGeneration"], policy=d["policy"],
+            withheld={k: parse_cpulist(v) for k, v in d["withheld"].items()},
+            pending=tuple(owed_from_dict(o) for o in d["pending"]), startup=tuple(d["startup"]),
+            refused=dict(d["refused"]), registrations=d["registrations"])
+    except SnapshotError:
+        raise
+    except KeyError as exc:
+        raise SnapshotError(f"the node's snapshot has no field {exc}") from None
+    except (TypeError, AttributeError) as exc:
+        raise SnapshotError(f"the node's snapshot is malformed: {exc}") from None

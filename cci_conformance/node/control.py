@@ -29,7 +29,7 @@ def snapshot(node: Node) -> NodeSnapshot:
             exclusive=store.exclusive_map(), containers=containers, drivers=node.watcher.names(),
             node_generation=node.generation, policy=node.config.policy,
             withheld={f"{k[0]}/{k[1]}": frozenset(r.withheld) for k, r in store.records.items() if r.withheld},
-            pending=tuple(node.describe_pending()), startup=tuple(node.events), refused=dict(node.watcher.refused),
+            pending=node.owed(), startup=tuple(node.events), refused=dict(node.watcher.refused),
             registrations=node.watcher.registrations)
 
 

@@ -12,8 +12,9 @@ from ..cpuset import CPUs, format_cpulist
 from ..protocol.protos import cci_v1alpha1_pb2 as pb
 from ..topology.model import Topology
 from . import cci
-from .api import AdmissionResult, ContainerAssignment, PodSpec
+from .api import AdmissionResult, ContainerAssignment, OwedRemove, PodSpec
 from .cci import Rejection, Timer
+from .codec import owed_from_dict
 from .cpumanager.qos import exclusive_cpus
 from .cpumanager.quantity import QuantityError
 from .profile import NodeConfig
@@ -66,7 +67,7 @@ class Node:
         self.pending: list[dict] = []
         self._applied_version = -1
         self.generation = 0
-        self.events: list[str] = []  # what the last start reconciled (snapshot.extra["startup"])
+        self.events: list[str] = []  # what the last start reconciled (NodeSnapshot.startup)
         self.on_fatal = None  # called with a StoreInvariantError before it propagates (the process exits)
 
     # ---- start and restart recovery (docs/spec.md S3.6) ----
@@ -338,9 +339,9 @@ class Node:
                 out.setdefault(rec.pod_uid, []).append(rec)
             return out
 
-    def describe_pending(self) -> list[str]:
-        return [f"{e['why']}: {e['driver']} {e['podUID']}/{e['container']} ({e['containerID'][:12]})"
-                for e in self.pending]
+    def owed(self) -> tuple[OwedRemove, ...]:
+        """The Removes owed to drivers, as the contract reports them (NodeSnapshot.pending)."""
+        return tuple(owed_from_dict(e) for e in self.pending)
 
     def shared_pool_text(self) -> str:
         return format_cpulist(self.store.shared_pool)

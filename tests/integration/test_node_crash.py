@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from cci_conformance.backends.base import SessionConfig, get_backend
+from cci_conformance.backends.checks import check_cpu_manager_state, check_pod_resources, check_snapshot
 from cci_conformance.node.api import ClaimRef, ContainerSpec, PodSpec
 from cci_conformance.node.cci_journal import read_cci_state
 from cci_conformance.node.client import NodeClient
-from cci_conformance.node.verify import check_cpu_manager_state, check_pod_resources, check_snapshot
 from cci_conformance.paths import PROFILES_DIR, REFERENCE_DRIVER_DIR
 from cci_conformance.topology import library
 from cci_conformance.waiting import wait_for
@@ -94,7 +94,7 @@ def check_all(s) -> list[str]:
 
 def driver_lost_nothing(s, tag: str) -> None:
     """Once the owed Removes are sent, the driver grants every free CPU: nothing leaked on its side."""
-    wait_for(lambda: not s.snapshot().extra["pending"], 10, what="owed CCIRemove calls to be delivered")
+    wait_for(lambda: not s.snapshot().pending, 10, what="owed CCIRemove calls to be delivered")
     snap = s.snapshot()
     held = frozenset().union(*snap.exclusive.values())
     free = snap.online - snap.reserved - held

@@ -10,11 +10,11 @@ import grpc
 import pytest
 
 from cci_conformance.backends.base import SessionConfig
+from cci_conformance.backends.checks import check_snapshot
 from cci_conformance.backends.embedded import EmbeddedSession
 from cci_conformance.cpuset import format_cpulist, parse_cpulist
 from cci_conformance.node.api import ClaimRef, ContainerSpec, PodSpec
 from cci_conformance.node.fakedriver import FakeDriver, noop_admit
-from cci_conformance.node.verify import check_snapshot
 from cci_conformance.protocol.protos import cci_v1alpha1_pb2 as pb
 from cci_conformance.protocol.protos import podresources_v1_pb2 as pr
 from cci_conformance.protocol.protos import podresources_v1_pb2_grpc as pr_grpc
@@ -109,7 +109,7 @@ def test_registration_refused_with_reason(node):
     status = d.of("notify")[0]
     assert not status.plugin_registered and "v1alpha1" in status.error
     assert node.client.ping().drivers == []
-    assert "v1alpha1" in str(node.snapshot().extra["refused"])
+    assert any("v1alpha1" in why for why in node.snapshot().refused.values())
 
 
 def test_driver_gone_and_back(node):
@@ -121,11 +121,11 @@ def test_driver_gone_and_back(node):
     r = node.create_pod(pod("b"))
     assert r.reason == "DriverNotRegistered"
     node.delete_pod("a")  # the node owes the Remove until the driver is back
-    assert node.snapshot().extra["pending"]
+    assert [o.why for o in node.snapshot().pending] == ["removal"]
     d2 = node.fake(take(2))
     registered(node)
     wait_for(lambda: d2.of("remove"), 5, what="the owed Remove")
-    assert not node.snapshot().extra["pending"]
+    assert not node.snapshot().pending
 
 
 def test_node_killed_during_admit_rolls_back(node):
@@ -143,7 +143,7 @@ def test_node_killed_during_admit_rolls_back(node):
     wait_for(lambda: any(r.claim_uid == "cl-x" and r.container_id == "" for r in d.of("remove")), 5,
              what="rollback Remove of the in-flight claim")
     snap = node.snapshot()
-    assert snap.exclusive == {} and not snap.extra["pending"] and snap.node_generation == 2
+    assert snap.exclusive == {} and not snap.pending and snap.node_generation == 2
     assert node.create_pod(pod("y")).admitted
 
 

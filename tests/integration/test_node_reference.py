@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from cci_conformance.backends.base import SessionConfig, get_backend
+from cci_conformance.backends.checks import check_cpu_manager_state, check_pod_resources, check_snapshot
 from cci_conformance.node.api import ClaimRef, ContainerSpec, PodSpec
-from cci_conformance.node.verify import check_cpu_manager_state, check_pod_resources, check_snapshot
 from cci_conformance.paths import PROFILES_DIR, REFERENCE_DRIVER_DIR
 from cci_conformance.topology import library
 
@@ -82,7 +82,7 @@ def test_static_and_cci_interleaved_never_share(session):
         assert all_checks(session) == []
     snap = session.snapshot()
     assert admitted > 10 and len(snap.exclusive) >= 5
-    withheld = snap.extra["withheld"]
+    withheld = snap.withheld
     for key, cpus in withheld.items():  # DENIED siblings are accounted to their container, nobody runs there
         assert set(cpus) <= snap.exclusive[key]
         assert not set(cpus) & snap.shared_pool
@@ -120,7 +120,7 @@ def test_restarts_keep_everything(session):
     session.remove_container_behind_node("c1", "c")
     session.start_node()
     snap = session.snapshot()
-    assert "c1/c" not in snap.exclusive and any("gone from the runtime" in e for e in snap.extra["startup"])
+    assert "c1/c" not in snap.exclusive and any("gone from the runtime" in e for e in snap.startup)
     assert all_checks(session) == []
     free = len(snap.online - snap.reserved - frozenset().union(*snap.exclusive.values()))
     assert session.create_pod(claim_pod("all", claim(free - free % 2))).admitted  # the driver freed c1's CPUs

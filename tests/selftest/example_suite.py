@@ -86,12 +86,14 @@ def manifest(name: str = "fake-driver", capabilities=("exclusive",), bug: str = 
 
 
 def write_suite(root: Path, tests: str = TESTS, catalog: str = CATALOG) -> Path:
-    """The example suite in ``root``: requirements.yaml, conftest.py, test_example.py, drivers/{good,leak,...}."""
+    """The example suite in ``root``: requirements.yaml, conftest.py, test_example.py, drivers/{good,leak,...}
+    (the folder names a fake_backend defect)."""
     (root / "requirements.yaml").write_text(catalog)
     (root / "conftest.py").write_text(CONFTEST)
     (root / "test_example.py").write_text(textwrap.dedent(tests))
     drivers = {"good": manifest(), "leak": manifest(bug="leak"), "nostart": manifest(bug="start"),
-               "siblings": manifest(capabilities=("exclusive", "core-siblings"))}
+               "siblings": manifest(capabilities=("exclusive", "core-siblings")),
+               "nopending": manifest(bug="no-pending")}
     for folder, text in drivers.items():
         (root / "drivers" / folder).mkdir(parents=True, exist_ok=True)
         (root / "drivers" / folder / "driver.yaml").write_text(text)

@@ -2,8 +2,11 @@
 
 It hands out CPUs with a trivial rule (EXCLUSIVE claims take the lowest free CPUs, everything else
 runs in the shared pool). The driver manifest's ``env`` selects a defect: ``FAKE_BUG=leak`` never
-frees CPUs on delete, ``FAKE_BUG=start`` fails to start. Every open and close is appended to the
-file named by ``CCI_FAKE_LOG`` (if set), so tests can check that sessions are always closed.
+frees CPUs on delete, ``FAKE_BUG=start`` fails to start, ``FAKE_BUG=no-pending`` hands out
+snapshots without their ``pending`` field once a pod was admitted. It offers none of the optional
+hooks (``features`` is empty), as a backend that cannot reach the driver's socket or pause processes.
+Every open and close is appended to the file named by ``CCI_FAKE_LOG`` (if set), so tests can check
+that sessions are always closed.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import yaml
 
 from cci_conformance.backends.base import SessionConfig, register_backend
 from cci_conformance.cpuset import format_cpulist
-from cci_conformance.node.api import AdmissionResult, ContainerAssignment, NodeSnapshot, PodSpec
+from cci_conformance.node.api import AdmissionResult, ContainerAssignment, NodeSnapshot, PersistedState, PodSpec
 
 
 def _log(event: str, workdir: Path) -> None:
@@ -28,6 +31,9 @@ def _log(event: str, workdir: Path) -> None:
 
 
 class FakeSession:
+    backend_name = "fake"
+    features: frozenset[str] = frozenset()  # no optional hook: tests needing one are not-applicable
+
     def __init__(self, config: SessionConfig):
         self.topology = config.topology
         self.workdir = config.workdir
@@ -41,6 +47,7 @@ class FakeSession:
             self.bug = manifest.get("env", {}).get("FAKE_BUG", "")
             self.drivers = (manifest["name"],)
         self.closed = False
+        self.admissions = 0
         self.generation = 0  # node restarts, as NodeSnapshot.node_generation reports them
         self.registrations = 1  # driver (re-)registrations, as the node's Ping reports them
         (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
@@ -72,6 +79,7 @@ class FakeSession:
                 out.append(ContainerAssignment(pod.uid, ctr.name, f"c-{ctr.name}", self._free(), False, "shared"))
         with self.log.open("a") as fh:
             fh.write(f"admitted {pod.uid}\n")
+        self.admissions += 1
         return AdmissionResult(admitted=True, containers=tuple(out), node_seconds=0.001, driver_seconds=0.0005)
 
     def delete_pod(self, pod_uid: str) -> None:
@@ -81,13 +89,21 @@ class FakeSession:
             del self.exclusive[key]
 
     def snapshot(self) -> NodeSnapshot:
-        return NodeSnapshot(mode="coexistence", online=self.online, reserved=frozenset(), shared_pool=self._free(),
-                            exclusive=dict(self.exclusive), containers=(), drivers=self.drivers,
-                            node_generation=self.generation, registrations=self.registrations)
+        fields = dict(mode="coexistence", online=self.online, reserved=frozenset(), shared_pool=self._free(),
+                      exclusive=dict(self.exclusive), containers=(), drivers=self.drivers,
+                      node_generation=self.generation, policy="static", withheld={}, pending=(), startup=(),
+                      refused={}, registrations=self.registrations)
+        if self.bug == "no-pending" and self.admissions:
+            del fields["pending"]  # a backend that cannot tell what it owes the driver
+        return NodeSnapshot(**fields)
 
     def state_files(self) -> dict[str, bytes]:
         data = {k: format_cpulist(v) for k, v in self.exclusive.items()}
         return {"cci_manager_state": json.dumps(data).encode()}
+
+    def persisted_state(self) -> PersistedState:
+        return PersistedState(cpu_manager_state=b"{}", cci_content=self.state_files()["cci_manager_state"].decode(),
+                              pending=())
 
     def collect_evidence(self, dest: Path) -> list[Path]:
         dest.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ import pytest
 from cci_conformance.certify.catalog import Requirement, parse_catalog
 from cci_conformance.certify.collector import PROP_FIGURE, PROP_NA, PROP_REQUIREMENTS, ResultCollector
 from cci_conformance.certify.outcomes import (
+    BACKEND_NA_PREFIX,
     TOPOLOGY_NA_PREFIX,
     TestResult,
     is_certified,
@@ -38,6 +39,12 @@ def r(outcome, kind="", reason="why", nodeid="t.py::x[a]"):
     (REQ, [r("not-applicable", "topology")] * 2, "untested"),
     (REQ, [r("passed"), r("not-applicable", "topology")], "pass"),
     (REQ, [r("passed"), r("not-applicable", "capability")], "pass"),
+    # a hook the backend does not offer (backends/base.py FEATURES): the harness cannot exercise it here
+    (REQ_ANY, [r("not-applicable", "backend")] * 2, "not-applicable"),
+    (REQ_ANY, [r("not-applicable", "backend"), r("not-applicable", "topology")], "not-applicable"),
+    (REQ_ANY, [r("passed"), r("not-applicable", "backend")], "pass"),
+    (REQ_ANY, [r("failed"), r("not-applicable", "backend")], "fail"),
+    (REQ_ANY, [r("skipped"), r("not-applicable", "backend")], "untested"),
 ])
 def test_verdict_rules(req, results, status):
     verdict = requirement_verdict(req, results)
@@ -125,6 +132,9 @@ def test_collector_skips():
     topo = ("f", 1, "Skipped: " + TOPOLOGY_NA_PREFIX + "one NUMA node")
     res = run(report("setup", "passed"), report("call", "skipped", longrepr=topo), report("teardown", "passed"))
     assert (res.outcome, res.na_kind) == ("not-applicable", "topology")
+    backend = ("f", 1, "Skipped: " + BACKEND_NA_PREFIX + "backend kind cannot hold the driver mid-answer")
+    res = run(report("setup", "passed"), report("call", "skipped", longrepr=backend), report("teardown", "passed"))
+    assert (res.outcome, res.na_kind) == ("not-applicable", "backend") and "mid-answer" in res.reason
     res = run(report("setup", "passed"), report("call", "skipped", longrepr=("f", 1, "Skipped: flaky")),
               report("teardown", "passed"))
     assert (res.outcome, res.reason) == ("skipped", "flaky")

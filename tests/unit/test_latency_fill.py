@@ -33,7 +33,9 @@ class ScriptedNode:
 
     def snapshot(self) -> NodeSnapshot:
         return NodeSnapshot(mode="coexistence", online=MACHINE.online_cpus, reserved=frozenset(),
-                            shared_pool=frozenset(), exclusive=dict(self.held), containers=(), drivers=("scripted",))
+                            shared_pool=frozenset(), exclusive=dict(self.held), containers=(), drivers=("scripted",),
+                            node_generation=1, policy="static", withheld={}, pending=(), startup=(), refused={},
+                            registrations=1)
 
     def free(self) -> frozenset:
         return MACHINE.online_cpus - frozenset().union(*self.held.values())

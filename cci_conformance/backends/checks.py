@@ -1,10 +1,14 @@
-"""Cross-checks of a node's public surfaces: snapshot, state files, pod-resources answers and runtime cpusets agree."""
+"""The harness's cross-checks of what the contract reports: snapshot, cpu_manager_state and pod-resources agree.
+
+They read only contract values (NodeSnapshot, the pod-resources answers, the kubelet's cpu_manager_state in
+its upstream format), so the same checks judge every backend; no backend checks itself (docs/architecture.md).
+"""
 
 from __future__ import annotations
 
 from ..cpuset import CPUs, format_cpulist
-from .api import NodeSnapshot
-from .cpumanager.state import CPUManagerStateError, loads
+from ..node.api import NodeSnapshot
+from ..node.cpumanager.state import CPUManagerStateError, loads
 
 
 def _fmt(cpus: CPUs) -> str:
