@@ -82,10 +82,13 @@ def certify_topology(topology_name: str, version: str, name: str, *, logs_dir: P
             except Exception as exc:  # one broken scenario must not hide the others' findings
                 errors.append(f"{scenario.__name__}: {type(exc).__name__}: {exc}")
                 say(traceback.format_exc())
-        if errors and logs_dir:
-            cluster.export_logs()
+        if logs_dir:
+            session.save_artifacts(logs_dir)
+            if errors:
+                cluster.export_logs()
     policy = plan.nodes[1].profile.policy if plan.nodes[1].profile else "none"
     return {"topology": topology_name, "kubelet_cpu_manager_policy": policy, "version": version,
+            "recorder_replaced": session.recorder_replaced,
             "image": built.reference,
             "seconds": round(time.monotonic() - started, 1), "findings": [f.as_dict() for f in findings],
             "errors": errors}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from ..topology.model import Topology
 from ..waiting import wait_for
-from . import dracpu_log, dracpu_pods, dracpu_slices
+from . import dracpu_log, dracpu_pods, dracpu_slices, gobuild
 from .cluster import KindCluster
 from .dracpu_manifests import APP, NAMESPACE, DriverDeployment, objects
 from .nodeaccess import RECORDER_LOG
@@ -20,6 +21,8 @@ from .runner import CommandFailed, run
 # Node label the DaemonSet's selector gets while the driver is paused: no node has it, so the
 # DaemonSet controller removes the driver pod (the way to take an NRI plugin away on purpose).
 PAUSE_LABEL = "cci-conformance/dra-cpu-paused"
+ASSETS = Path(__file__).parent / "assets"
+RECORDER_BINARY = "/usr/local/sbin/cpuset-recorder"  # containerd's runc BinaryName (node_files.py)
 READY_TIMEOUT_S = 180
 
 
@@ -41,6 +44,7 @@ class DraCpuSession:
         self.image = ""
         self.ready_seconds: float | None = None
         self.checkpoints: list[tuple[datetime, set[str]]] = []
+        self.recorder_replaced = False
 
     # -- kubectl ---------------------------------------------------------------------------------
     def apply(self, *items: dict) -> None:
@@ -81,9 +85,27 @@ class DraCpuSession:
         self.node_exec("crictl", "stop", "--timeout", "0", container_id)
 
     # -- the driver ------------------------------------------------------------------------------
+    def refresh_recorder(self) -> bool:
+        """Put the cpuset recorder of the current sources on the worker when the image carries another.
+
+        Node images built before the recorder understood go-runc's `update --resources=- <id>` record
+        no update and fold none, so every NRI update of another container failed (ERANGE) and went
+        unseen. containerd runs the recorder afresh for every runc call, so replacing the file (by a
+        rename, never a partial write) takes effect for the next one. True when it was replaced.
+        """
+        binary = gobuild.build_local("cpuset-recorder", ASSETS / "cpuset-recorder.go")
+        want = hashlib.sha256(binary.read_bytes()).hexdigest()
+        have = self.node_exec("sh", "-c", f"sha256sum {RECORDER_BINARY} | cut -d' ' -f1").strip()
+        if have == want:
+            return False
+        run(["docker", "cp", binary, f"{self.node}:{RECORDER_BINARY}.new"], timeout=60)
+        self.node_exec("mv", "-f", f"{RECORDER_BINARY}.new", RECORDER_BINARY)
+        return True
+
     def deploy(self, archive: Path, image: str) -> None:
         """Load the image archive into the worker, apply RBAC, DeviceClass and DaemonSet, wait until ready."""
         self.image = image
+        self.recorder_replaced = self.refresh_recorder()
         run([self.cluster.kind, "load", "image-archive", archive, "--name", self.cluster.plan.name,
              "--nodes", self.node], timeout=300, env=self.cluster._env())
         started = time.monotonic()
@@ -116,6 +138,25 @@ class DraCpuSession:
             except CommandFailed as exc:
                 out.append(str(exc))
         return "\n".join(out)
+
+    def save_artifacts(self, directory: Path) -> None:
+        """The evidence behind the findings: recorder log, driver log, containerd and kubelet journals."""
+        directory.mkdir(parents=True, exist_ok=True)
+        sources = {
+            "cpusets.jsonl": ["docker", "exec", self.node, "sh", "-c", f"cat {RECORDER_LOG} || true"],
+            "containerd.log": ["docker", "exec", self.node, "journalctl", "-u", "containerd", "--no-pager"],
+            "kubelet.log": ["docker", "exec", self.node, "journalctl", "-u", "kubelet", "--no-pager"],
+        }
+        for name, argv in sources.items():
+            try:
+                (directory / name).write_text(run(argv, timeout=120))
+            except CommandFailed as exc:
+                (directory / name).write_text(str(exc))
+        try:
+            (directory / "driver.log").write_text(self.cluster.kubectl(
+                "logs", "-n", NAMESPACE, "-l", f"app={APP}", "--tail=-1", timeout=120))
+        except CommandFailed as exc:
+            (directory / "driver.log").write_text(str(exc))
 
     def published(self) -> dict[str, dict]:
         return dracpu_slices.devices(self.get("resourceslices")["items"], self.node)

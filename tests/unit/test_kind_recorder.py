@@ -54,11 +54,13 @@ def test_create_records_request_and_folds_it_onto_allowed_cpus(recorder):
     shutil.rmtree(work)
 
 
-def test_update_from_stdin_is_rewritten_and_recorded(recorder):
+@pytest.mark.parametrize("option", [("--resources", "-"), ("--resources=-",)], ids=["separate", "equals"])
+def test_update_from_stdin_is_rewritten_and_recorded(recorder, option):
+    # containerd's shim (go-runc) writes "update --resources=- <id>": both forms must be recorded.
     work = Path(tempfile.mkdtemp(prefix="cci-rec-", dir="/tmp"))
     allowed = sorted(parse_cpulist(CPUSET.read_text()))
     request = json.dumps({"cpu": {"cpus": str(allowed[0])}}).encode()
-    _run(recorder, work, "update", "--resources", "-", "cid2", stdin=request)
+    _run(recorder, work, "update", *option, "cid2", stdin=request)
     # A request inside the node's own cpuset is passed on unchanged.
     assert json.loads((work / "stdin").read_text())["cpu"]["cpus"] == str(allowed[0])
     (record,) = [json.loads(line) for line in (work / "log.jsonl").read_text().splitlines()]
@@ -85,4 +87,17 @@ def test_oom_score_adj_is_raised_only_without_cap_sys_resource(recorder):
     assert written["process"]["oomScoreAdj"] == (own - 1 if _has_sys_resource() else own)
     # Both rewrites apply together (a folded cpuset must not skip the clamp).
     assert written["linux"]["resources"]["cpu"]["cpus"] == str(allowed[huge % len(allowed)])
+    shutil.rmtree(work)
+
+
+def test_update_beyond_the_node_is_folded_in_the_equals_form(recorder):
+    # An NRI plugin's update of another container reaches runc as "update --resources=- <id>";
+    # unfolded, a faked CPU id the host lacks fails the update (ERANGE), as seen on kind.
+    work = Path(tempfile.mkdtemp(prefix="cci-rec-", dir="/tmp"))
+    allowed = sorted(parse_cpulist(CPUSET.read_text()))
+    huge = max(allowed) + 64
+    _run(recorder, work, "update", "--resources=-", "cid3", stdin=json.dumps({"cpu": {"cpus": str(huge)}}).encode())
+    assert json.loads((work / "stdin").read_text())["cpu"]["cpus"] == str(allowed[huge % len(allowed)])
+    (record,) = [json.loads(line) for line in (work / "log.jsonl").read_text().splitlines()]
+    assert record["op"] == "update" and record["cpus"] == str(huge)
     shutil.rmtree(work)

@@ -233,18 +233,34 @@ func handleCreate(rest []string) {
 	record(entry)
 }
 
+// optionValue finds a valued option given as "--name value" or "--name=value" (go-runc, which
+// containerd's shim uses, writes "update --resources=- <id>").
+func optionValue(args []string, names ...string) (string, bool) {
+	if i := optionIndex(args, names...); i >= 0 {
+		return args[i], true
+	}
+	for _, a := range args {
+		for _, n := range names {
+			if strings.HasPrefix(a, n+"=") {
+				return strings.TrimPrefix(a, n+"="), true
+			}
+		}
+	}
+	return "", false
+}
+
 // handleUpdate rewrites the --resources JSON; with "-" it is read from stdin and fed to runc on a pipe.
 func handleUpdate(args []string, rest []string, restStart int) []string {
-	i := optionIndex(rest, "--resources", "-r")
-	if i < 0 {
+	source, ok := optionValue(rest, "--resources", "-r")
+	if !ok {
 		return args
 	}
 	var data []byte
 	var err error
-	if rest[i] == "-" {
+	if source == "-" {
 		data, err = io.ReadAll(os.Stdin)
 	} else {
-		data, err = os.ReadFile(rest[i])
+		data, err = os.ReadFile(source)
 	}
 	if err != nil {
 		return args
@@ -256,7 +272,7 @@ func handleUpdate(args []string, rest []string, restStart int) []string {
 	cpu, _ := res["cpu"].(map[string]any)
 	asked, applied, mems := rewriteCPU(cpu)
 	out, _ := json.Marshal(res)
-	if rest[i] == "-" {
+	if source == "-" {
 		r, w, perr := os.Pipe()
 		if perr == nil {
 			w.Write(out)
@@ -264,7 +280,7 @@ func handleUpdate(args []string, rest []string, restStart int) []string {
 			syscall.Dup2(int(r.Fd()), 0)
 		}
 	} else {
-		os.WriteFile(rest[i], out, 0o644)
+		os.WriteFile(source, out, 0o644)
 	}
 	if asked != "" {
 		record(map[string]any{"op": "update", "id": rest[len(rest)-1], "cpus": asked, "applied": applied, "mems": mems})
