@@ -52,6 +52,7 @@ def cluster(node_image, tmp_path_factory):
                                       logs_dir=tmp_path_factory.mktemp("kind-logs")) as created:
         created.create()
         created.wait_ready()
+        _swap_kubelet(created, os.environ.get("CCI_KIND_KUBELET"))
         yield created
     # Teardown checks: nothing of the cluster is left, and the host's kernel settings never changed.
     assert plan.name not in kind_cluster_mod.list_clusters(kind)
@@ -62,6 +63,19 @@ def cluster(node_image, tmp_path_factory):
                               capture_output=True, text=True, check=True).stdout.split()
     assert networks == [], f"docker networks left behind: {networks}"
     assert hostguard.read_sysctls() == host_before
+
+
+def _swap_kubelet(created, binary: str | None) -> None:
+    """Mutation checks (docs/kind.md): CCI_KIND_KUBELET names another kubelet build (e.g. one with a
+    deliberately broken kubelet-cci patch) that replaces the image's on every node before any test runs."""
+    if not binary:
+        return
+    for node in created.node_names():
+        for argv in (["docker", "exec", node, "systemctl", "stop", "kubelet"],
+                     ["docker", "cp", binary, f"{node}:/usr/bin/kubelet"],
+                     ["docker", "exec", node, "systemctl", "start", "kubelet"]):
+            subprocess.run(argv, check=True, capture_output=True, timeout=120)
+    created.wait_ready()
 
 
 @pytest.fixture(scope="session")

@@ -107,9 +107,10 @@ def test_claim_container_runs_on_the_drivers_grant_beside_a_static_pod(cluster, 
     assert all(topology.core_of[cpu] <= grant for cpu in grant)
     # One store: the grant is the container's cpu_manager_state entry and is out of the shared pool;
     # the static pod's exclusive CPUs are disjoint from it and from the reserved CPU.
+    assert not grant & admitted.static_cpus, "the static policy handed the CCI grant to a static pod"
     cpu_state = node.cpu_manager_state()
-    assert cpu_state.entries[admitted.pod_uid] == {"c0": grant}
-    assert not grant & cpu_state.default_cpuset and not grant & admitted.static_cpus
+    assert cpu_state.entries.get(admitted.pod_uid) == {"c0": grant}
+    assert not grant & cpu_state.default_cpuset
     assert len(admitted.static_cpus) == 4 and not admitted.static_cpus & parse_cpulist("0")
     # The driver granted exactly that, for this claim's parameters, and learnt the container's id (Add).
     admission = cci_deploy.driver_admissions(cci_deploy.driver_state(admitted.plan))[
@@ -211,6 +212,40 @@ def test_a_claim_the_driver_refuses_fails_the_pod_and_changes_nothing(cluster, a
         assert pod["metadata"]["uid"] not in {r["podUID"] for r in node.cci_manager_state()["containers"]}
     finally:
         _remove_claim_pod(cluster, node, name)
+
+
+def test_a_pod_removed_while_the_kubelet_was_down_is_released_at_the_driver(cluster, admitted):
+    node, name = admitted.node, "cci-pod-gone-while-down"
+    try:
+        pod = _run_claim_pod(cluster, node.node, name, {"cores": ["2"], "cpu attributes": [["EXCLUSIVE"]]})
+        assert pod["status"]["phase"] == "Running", pod["status"]
+        uid = pod["metadata"]["uid"]
+        grant = parse_cpulist(_cci_record(node, uid)["exclusive"])
+        sandbox = node.host.check_output(f"crictl pods --name {name} -q").strip()
+        assert sandbox
+        # While the kubelet is down: the pod leaves the API server and the runtime (containers included).
+        node.host.check_output("systemctl stop kubelet")
+        cluster.kubectl("delete", "pod", name, "--force", "--grace-period=0")
+        node.host.check_output(f"crictl stopp {sandbox} && crictl rmp -f {sandbox}")
+        node.host.check_output("systemctl start kubelet")
+        wait_for(lambda: not cci_deploy.slice_exists(cluster, admitted.plan), timeout=60, interval=0.5,
+                 what="the restarted kubelet to wipe its node's ResourceSlices")
+        cci_deploy.republish_slice(cluster, admitted.plan, SLOTS)
+
+        # At start the CCI manager finds the container gone: it releases the CPUs and owes the driver a
+        # Remove, which it sends once the driver has registered again (kubelet-cci restore.go).
+        def released_everywhere():
+            cci, cpu = node.cci_manager_state(), node.cpu_manager_state()
+            live = cci_deploy.driver_admissions(cci_deploy.driver_state(admitted.plan))
+            return (uid not in {r["podUID"] for r in cci["containers"]} and not cci["pending"]
+                    and uid not in cpu.entries and grant <= cpu.default_cpuset and (uid, "c0") not in live)
+        wait_for(released_everywhere, timeout=120, interval=1,
+                 what=f"the restarted kubelet to release {format_cpulist(grant)} and the driver to drop them")
+        assert node.cpu_manager_state().entries.get(admitted.pod_uid) == {"c0": admitted.grant}
+    finally:
+        node.host.run("systemctl start kubelet")  # whatever failed, leave the kubelet running
+        cluster.kubectl("delete", "pod", name, "--ignore-not-found", "--force", "--grace-period=0")
+        cluster.kubectl("delete", "resourceclaim", name, "--ignore-not-found")
 
 
 def test_deleting_the_pod_releases_at_the_driver_and_to_the_shared_pool(cluster, admitted):
