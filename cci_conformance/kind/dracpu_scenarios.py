@@ -187,6 +187,15 @@ def container_restart(s: DraCpuSession) -> list[Finding]:
         evidence.append(f"claim prepared after the restart got {format_cpulist(clash)} of cr-held's CPUs")
     ok = len(creates) >= 2 and all(c == want for c in again) and not shared and not clash
     found = [Finding("RESTART-501", PASS if ok else FAIL, "container-restart", evidence)]
+    # The same records judged by the steady-state requirements: the shared pool after the restart
+    # (ACCT-501) and the claim prepared after it (CLAIM-502).
+    found.append(Finding("ACCT-501", FAIL if shared else PASS, "container-restart", _describe(shared) or [
+        "no unclaimed container was asked for the restarted container's CPUs"]))
+    claimed = [v for v in violations if v.claimed]
+    found.append(Finding("CLAIM-502", FAIL if clash or claimed else PASS, "container-restart", _describe(claimed) + (
+        [f"the claim prepared after the restart got {format_cpulist(clash)}"] if clash else []) or [
+        f"the claim prepared after the restart got {format_cpulist(_union(after))}, disjoint from "
+        f"{format_cpulist(want)}"]))
     s.cleanup(["cr-shared", "cr-held", "cr-after"], list(held.claims + after.claims))
     return found
 
