@@ -31,7 +31,8 @@ def fill_counts(cpus: int) -> list[int]:
     return counts + ([cpus % MAX_DEVICES_PER_CLAIM] if cpus % MAX_DEVICES_PER_CLAIM else [])
 
 
-def pod(name: str, node: str, image: str, claims: tuple[str, ...] = (), *, restart: str = "Always") -> dict:
+def pod(name: str, node: str, image: str, claims: tuple[str, ...] = (), *, restart: str = "Always",
+        wait_first: bool = False) -> dict:
     """One container ``c0`` on ``node``; with claims it consumes them all, without it is a shared-pool pod.
 
     The pod goes through the scheduler (a nodeSelector, not nodeName): only the scheduler allocates
@@ -44,6 +45,10 @@ def pod(name: str, node: str, image: str, claims: tuple[str, ...] = (), *, resta
         "terminationGracePeriodSeconds": 0,
         "restartPolicy": restart,
     }
+    if wait_first:
+        # An init container that runs until stopped: the kubelet prepares the pod's claims before any
+        # of its containers (KEP-4381), so until then the claim is prepared and its container not created.
+        spec["initContainers"] = [{"name": "wait", "image": image, "imagePullPolicy": "Never"}]
     if claims:
         spec["resourceClaims"] = [{"name": f"r{i}", "resourceClaimName": c} for i, c in enumerate(claims)]
         container["resources"] = {"claims": [{"name": f"r{i}"} for i in range(len(claims))]}

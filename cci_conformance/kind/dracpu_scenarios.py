@@ -7,7 +7,7 @@ from datetime import datetime
 
 from ..cpuset import format_cpulist
 from ..waiting import WaitTimeout, wait_for
-from . import dracpu_log, dracpu_slices
+from . import dracpu_log, dracpu_pods, dracpu_slices
 from .dracpu_log import Grant, Replay
 from .dracpu_manifests import APP, NAMESPACE
 from .dracpu_pods import NAMESPACE as POD_NS
@@ -252,6 +252,32 @@ def driver_restart(s: DraCpuSession) -> list[Finding]:
     return found
 
 
+def driver_restart_prepared(s: DraCpuSession) -> list[Finding]:
+    """Restart the driver between a claim's preparation and its container's creation."""
+    start, live = _begin(s)
+    s.shared_pod("dp-shared")
+    count = s.topology.threads_per_core
+    s.apply(dracpu_pods.claim("dp-late-c0", count),
+            dracpu_pods.pod("dp-late", s.node, s.pause(), ("dp-late-c0",), wait_first=True))
+    init = wait_for(lambda: next((c["containerID"].split("://")[-1] for c in
+                                  s.get("pod", "dp-late")["status"].get("initContainerStatuses", [])
+                                  if c.get("state", {}).get("running")), None),
+                    timeout=120, interval=1.0, what="dp-late's init container running (its claim prepared)")
+    s.restart_driver()
+    s.checkpoint()
+    s.node_exec("crictl", "stop", "--timeout", "10", init)  # the init container exits 0 on SIGTERM
+    s.wait_running("dp-late")
+    cpu_of = dracpu_slices.device_cpus(s.published())
+    late = ClaimedPod("dp-late", ("dp-late-c0",),
+                      {"dp-late-c0": dracpu_slices.allocated_cpus(s.get("resourceclaim", "dp-late-c0"), cpu_of)})
+    violations = [v for v in _replay(s, _grants([late]), start, live) if not _is_driver(v)]
+    evidence = [f"dp-late's claim {format_cpulist(_union(late))} was prepared before the driver restart, its "
+                "container created after it"] + _describe(violations)
+    found = [Finding("RESTART-503", FAIL if violations else PASS, "driver-restart-prepared", evidence)]
+    s.cleanup(["dp-shared", "dp-late"], ["dp-late-c0"])
+    return found
+
+
 def empty_shared_pool(s: DraCpuSession) -> list[Finding]:
     """Claim every CPU the driver manages, then create a shared pod."""
     start, live = _begin(s)
@@ -275,4 +301,5 @@ def empty_shared_pool(s: DraCpuSession) -> list[Finding]:
     return found
 
 
-SCENARIOS = (steady, shared_claim, container_restart, driver_restart, driver_down, empty_shared_pool)
+SCENARIOS = (steady, shared_claim, container_restart, driver_restart, driver_restart_prepared, driver_down,
+             empty_shared_pool)

@@ -196,3 +196,11 @@ def test_policy_none_worker_shows_the_faked_machine_to_the_driver_only(tmp_path)
     paths = {v["hostPath"]["path"] for v in ds["spec"]["template"]["spec"]["volumes"]}
     assert {"/var/lib/cci-machine/sys/devices/system/cpu", "/var/lib/cci-machine/sys/devices/system/node"} <= paths
     assert unmounted_reads(ds, deployment.sysfs_reads()) == []
+
+
+def test_a_pod_can_hold_its_prepared_claim_before_its_container_exists():
+    pod = dracpu_pods.pod("p", "w", "pause", ("c1",), wait_first=True)
+    (init,) = pod["spec"]["initContainers"]
+    assert init["name"] == "wait" and "resources" not in init  # the claim is the main container's only
+    assert pod["spec"]["containers"][0]["resources"]["claims"] == [{"name": "r0"}]
+    assert "initContainers" not in dracpu_pods.pod("p", "w", "pause", ("c1",))["spec"]
