@@ -74,3 +74,22 @@ def test_the_marker_gives_a_destructive_test_a_node_of_its_own(pytester, monkeyp
              "    assert node.snapshot().registrations == 1\n")
     root = write_suite(pytester.path, tests=tests)
     pytester.runpytest_inprocess(*plugin_args(root)).assert_outcomes(passed=4)
+
+
+def test_a_node_whose_snapshot_cannot_be_made_is_never_taken_as_clean(pytester, monkeypatch):
+    """A snapshot without a field (fake_backend FAKE_BUG=no-pending, after a pod) is no clean bill of health:
+    the shared node is replaced, not handed on because nothing could be read."""
+    monkeypatch.setenv("CCI_FAKE_LOG", str(pytester.path / "sessions.log"))
+    tests = ("import pytest\nfrom cci_conformance.node.api import ClaimRef, ContainerSpec, PodSpec\n\n\n"
+             "@pytest.mark.requirement('CLAIM-001')\ndef test_1_admits(node):\n"
+             "    pod = PodSpec('default', 'p', 'p', (ContainerSpec('c'),))\n"
+             "    assert node.create_pod(pod).admitted  # from now on its snapshots lack 'pending'\n\n\n"
+             "@pytest.mark.requirement('CLAIM-009')\ndef test_2_reads_the_node(node):\n"
+             "    assert node.snapshot().pending == ()\n")
+    root = write_suite(pytester.path, tests=tests)
+    args = plugin_args(root, driver="nopending")
+    args = [a for i, a in enumerate(args) if a != "server-2s8c-smt2-intel" and
+            not (a == "--cci-topology" and i + 1 < len(args) and args[i + 1] == "server-2s8c-smt2-intel")]
+    pytester.runpytest_inprocess(*args).assert_outcomes(passed=2)
+    opened = [line for line in (root / "sessions.log").read_text().splitlines() if line.startswith("open")]
+    assert len(opened) == 2, "the node whose snapshot failed was handed to the next test"
