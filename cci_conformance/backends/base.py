@@ -111,8 +111,8 @@ def get_backend(name: str) -> Backend:
     from ..errors import ConfigError
 
     if name not in _BACKENDS:
-        # importing the built-in backends registers them
-        from . import embedded  # noqa: F401
+        # importing the built-in backends registers them; kind's module imports nothing of kind until a session
+        from . import embedded, kind  # noqa: F401
     try:
         return _BACKENDS[name]()
     except KeyError:

@@ -1,0 +1,141 @@
+"""One read of a kind worker's CCI ledger: both checkpoints, the cpuset recorder log and the kubelet's starts."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from dataclasses import dataclass
+from datetime import datetime
+
+from ..cpuset import CPUs, parse_cpulist
+from ..node import checkpoint
+from ..node.api import OwedRemove, SnapshotError
+from ..node.checkpoint import CCI_STATE_FILE, CPU_STATE_FILE
+from ..node.codec import owed_from_dict
+from ..node.cpumanager import CPUManagerState, loads
+from .nodeaccess import RECORDER_LOG
+
+KUBELET_ROOT = "/var/lib/kubelet"
+FLAGS_FILE = f"{KUBELET_ROOT}/kubeadm-flags.env"
+# The kubelet logs this once per process start (server.go "Started kubelet"): the node's generation.
+STARTED = '"Started kubelet"'
+EXEC_TIMEOUT_S = 30
+_MARK = "@@cci-section@@"
+_SECTIONS = ("cpu", "cci", "recorder", "online", "flags", "started", "pid", "since", "driverlog", "socket", "startup")
+
+
+class NodeReadError(RuntimeError):
+    """A kind worker could not be read (docker exec failed or timed out)."""
+
+
+def node_exec(node: str, script: str, timeout: float = EXEC_TIMEOUT_S) -> str:
+    """Run ``sh -c script`` in the node container under a deadline; stdout, or NodeReadError with stderr."""
+    try:
+        proc = subprocess.run(["docker", "exec", node, "sh", "-c", script], capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise NodeReadError(f"docker exec {node} did not finish within {timeout} s: {script[:80]}") from None
+    if proc.returncode != 0:
+        tail = proc.stderr.decode(errors="replace")[-400:]
+        raise NodeReadError(f"docker exec {node} exited {proc.returncode}: {tail}")
+    return proc.stdout.decode(errors="replace")
+
+
+@dataclass(frozen=True)
+class NodeRead:
+    """What the worker holds at one instant (one ``docker exec``), decoded and checksum-verified."""
+
+    cpu_raw: bytes  # cpu_manager_state as on disk
+    cci_raw: bytes  # cci_manager_state as on disk
+    cpu: CPUManagerState
+    cci: dict  # the cci_manager_state Data
+    recorder: str  # the cpuset recorder log (JSON lines)
+    online: CPUs  # /sys/devices/system/cpu/online as the kubelet sees it (the faked machine)
+    reserved: CPUs  # --reserved-cpus of the kubelet's flags
+    generation: int  # kubelet process starts in its journal
+    kubelet_pid: int  # 0 while it is down
+    kubelet_since: float  # epoch seconds of the kubelet unit's current start
+    driver_log: str  # every log file of the driver's containers on this node, CRI format
+    socket_present: bool  # the driver's registration socket is in the plugin watcher's directory
+    startup: tuple[str, ...]  # the kubelet's log lines about the CCI manager since its current start
+
+    @property
+    def pending(self) -> tuple[dict, ...]:
+        return tuple(self.cci["pending"])
+
+    def owed(self) -> tuple[OwedRemove, ...]:
+        try:
+            return tuple(owed_from_dict(e) for e in self.cci["pending"])
+        except (KeyError, TypeError) as exc:
+            raise SnapshotError(f"{CCI_STATE_FILE}: an owed Remove without {exc}") from None
+
+
+def _flag(flags: str, name: str) -> str:
+    for word in flags.replace('"', " ").split():
+        if word.startswith(f"--{name}="):
+            return word.split("=", 1)[1]
+    raise SnapshotError(f"the kubelet has no --{name} in {FLAGS_FILE}: the kind backend runs the static policy "
+                        "with reserved CPUs (coexistence mode)")
+
+
+def read_node(node: str, driver_pod_glob: str, registration_socket: str) -> NodeRead:
+    """Everything :meth:`KindSession.snapshot` needs, read with one exec so the parts belong together."""
+    parts = [f"cat {KUBELET_ROOT}/{CPU_STATE_FILE}", f"cat {KUBELET_ROOT}/{CCI_STATE_FILE}",
+             f"cat {RECORDER_LOG} 2>/dev/null || true", "cat /sys/devices/system/cpu/online", f"cat {FLAGS_FILE}",
+             f"journalctl -u kubelet -o cat --no-pager | grep -c '{STARTED}' || true",
+             "systemctl show -p MainPID --value kubelet",
+             'date -d "$(systemctl show -p ExecMainStartTimestamp --value kubelet)" +%s.%N',
+             f"cat /var/log/pods/{driver_pod_glob}/driver/*.log 2>/dev/null || true",
+             f"test -S {registration_socket} && echo yes || echo no",
+             # restore.go logs nothing per container; what the start logged about the CCI manager, if anything
+             'journalctl -u kubelet -o cat --no-pager --since "@$(date -d "$(systemctl show -p '
+             'ExecMainStartTimestamp --value kubelet)" +%s)" | grep -i "cci" || true']
+    script = "; ".join(f"echo '{_MARK}'; {p}" for p in parts)
+    out = node_exec(node, script).split(_MARK + "\n")[1:]
+    if len(out) != len(_SECTIONS):
+        raise NodeReadError(f"reading {node}: {len(out)} sections instead of {len(_SECTIONS)}")
+    got = dict(zip(_SECTIONS, out, strict=True))
+    cpu_raw, cci_raw = got["cpu"].encode(), got["cci"].encode()
+    return NodeRead(
+        cpu_raw=cpu_raw, cci_raw=cci_raw, cpu=loads(cpu_raw, path=f"{KUBELET_ROOT}/{CPU_STATE_FILE}"),
+        cci=checkpoint.decode(cci_raw, f"{KUBELET_ROOT}/{CCI_STATE_FILE}"), recorder=got["recorder"],
+        online=parse_cpulist(got["online"].strip()), reserved=parse_cpulist(_flag(got["flags"], "reserved-cpus")),
+        generation=int(got["started"].strip() or 0), kubelet_pid=int(got["pid"].strip() or 0),
+        kubelet_since=float(got["since"].strip()), driver_log=got["driverlog"],
+        socket_present=got["socket"].strip() == "yes", startup=tuple(got["startup"].splitlines()))
+
+
+def recorded_cpusets(text: str) -> dict[str, CPUs]:
+    """Container id -> the cpuset the kubelet last asked the runtime for (the recorder log, fake CPU ids)."""
+    out: dict[str, CPUs] = {}
+    for line in text.splitlines():
+        record = json.loads(line)
+        if record.get("cpus"):
+            out[record["id"]] = parse_cpulist(record["cpus"])
+    return out
+
+
+def _epoch(stamp: str) -> float | None:
+    """Epoch seconds of a CRI log line's RFC 3339 timestamp with nanoseconds and a Z ("" parts: None)."""
+    match = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", stamp)
+    if not match:
+        return None
+    zone = "+00:00" if match[3] == "Z" else match[3]
+    whole = datetime.fromisoformat(match[1] + zone).timestamp()
+    return whole + (float("0." + match[2]) if match[2] else 0.0)
+
+
+def registration_events(driver_log: str, since: float, registered: str, refused: str) -> list[str | None]:
+    """The kubelet's NotifyRegistrationStatus answers the driver logged after ``since``, in order: None for a
+    registration, the reason for a refusal (the kubelet itself logs neither at its default verbosity)."""
+    events: list[str | None] = []
+    for line in driver_log.splitlines():
+        stamp, _, rest = line.partition(" ")
+        when = _epoch(stamp)
+        if when is None or when < since:
+            continue
+        if registered in rest:
+            events.append(None)
+        elif refused in rest:
+            events.append(rest.split(refused, 1)[1].lstrip(": ").strip())
+    return events

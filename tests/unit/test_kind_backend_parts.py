@@ -1,0 +1,115 @@
+"""The kind backend's parts that need no cluster: registration, refusals, pod objects, the ledger from files."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from cci_conformance.cpuset import parse_cpulist
+from cci_conformance.drivers.manifest import load_manifest
+from cci_conformance.errors import ConfigError
+from cci_conformance.kind import kind_pods, node_view, run_cluster, session_ledger
+from cci_conformance.node.api import ClaimRef, ContainerSpec, PodSpec
+from cci_conformance.node.cpumanager.state import CPUManagerState
+from cci_conformance.paths import PROJECT_ROOT
+
+
+def test_kind_is_registered_without_importing_kind_code():
+    code = ("import sys; from cci_conformance.backends.base import get_backend; b = get_backend('kind'); "
+            "print(b.name, sorted(m for m in sys.modules if m.startswith(('cci_conformance.kind', 'testinfra', "
+            "'kubernetes'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PROJECT_ROOT)
+    assert out.stdout.strip() == "kind []"
+
+
+def test_a_driver_without_a_kind_image_is_refused_naming_the_field():
+    minimal = load_manifest(PROJECT_ROOT / "drivers_under_test" / "examples" / "minimal")
+    with pytest.raises(ConfigError) as err:
+        run_cluster.kind_driver(minimal)
+    assert err.value.field == "kind.image" and "minimal" in str(err.value)
+    python_ref = load_manifest(PROJECT_ROOT / "drivers_under_test" / "reference")
+    assert run_cluster.kind_driver(python_ref).name == "go-reference"  # served by the Go reference's image
+
+
+def test_only_coexistence_mode_is_offered():
+    with pytest.raises(ConfigError, match="coexistence"):
+        run_cluster.node_config({"mode": "alpha", "cpuManagerPolicy": "none", "cci": True})
+    assert run_cluster.node_config({"mode": "coexistence", "cpuManagerPolicy": "static", "reservedSystemCPUs": "0",
+                                    "cci": True}).reserved == {0}
+
+
+def test_a_claim_pod_goes_through_the_scheduler_with_its_parameters_as_opaque_config():
+    params = {"cores": ["2"], "cpu attributes": [["EXCLUSIVE"]]}
+    pod = PodSpec("conformance", "name-cci-1", "cci-1", (ContainerSpec("c0", claim="claim"),),
+                  (ClaimRef("claim", "claim-cci-1", params),))
+    obj = kind_pods.pod_object(pod, "name-cci-1", "w", "pause:1")
+    assert obj["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "w"} and "nodeName" not in obj["spec"]
+    assert obj["spec"]["resourceClaims"] == [{"name": "claim", "resourceClaimName": "name-cci-1-claim"}]
+    assert obj["spec"]["containers"][0]["resources"] == {"claims": [{"name": "claim"}]}
+    assert obj["metadata"]["annotations"][kind_pods.TEST_UID] == "cci-1"
+    (claim,) = kind_pods.claim_objects(pod, "name-cci-1", "go-reference")
+    assert claim["spec"]["devices"]["config"][0]["opaque"] == {"driver": "go-reference", "parameters": params}
+    assert claim["metadata"]["labels"] == {kind_pods.LABEL: "name-cci-1"}
+    static = PodSpec("conformance", "s", "s", (ContainerSpec("c0", "2", "2", "1Gi", "1Gi"),))
+    obj = kind_pods.pod_object(static, "s", "w", "pause:1")
+    assert obj["spec"]["nodeName"] == "w"
+    assert obj["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "2", "memory": "1Gi"},
+                                                          "limits": {"cpu": "2", "memory": "1Gi"}}
+
+
+def _read(records, entries, default="0,8-15", recorder="") -> node_view.NodeRead:
+    cpu = CPUManagerState("static", parse_cpulist(default), entries)
+    return node_view.NodeRead(b"", b"", cpu, {"mode": "coexistence", "containers": records, "pending": []},
+                              recorder, parse_cpulist("0-15"), frozenset({0}), 1, 10, 0.0, "", True, ())
+
+
+def _record(pod, exclusive="", withheld="", shared="", groups=()):
+    return {"podUID": pod, "container": "c0", "exclusive": exclusive, "withheld": withheld, "shared": shared,
+            "groups": [{"cpuset": g, "exclusive": bool(exclusive)} for g in groups], "claimUID": "cl-" + pod}
+
+
+def test_effective_cpusets_follow_the_kubelets_rule():
+    shared = _record("b", shared="4-7", groups=("4-7",))
+    read = _read([_record("a", exclusive="2,3", withheld="1", groups=("2,3",)), shared],
+                 {"a": {"c0": parse_cpulist("1-3")}, "s": {"c0": parse_cpulist("4,5")}})
+    # SHARED groups minus what others hold (the static pod's 4,5); exclusive ones are the grant without withheld.
+    assert session_ledger.effective(shared, read) == {6, 7}
+    assert session_ledger.effective(read.cci["containers"][0], read) == {2, 3}
+    # Nothing left: the shared pool.
+    assert session_ledger.effective(_record("c", shared="4,5"), read) == parse_cpulist("0,8-15")
+
+
+def test_assignments_and_containers_read_the_kubelets_files():
+    read = _read([_record("a", exclusive="2,3", groups=("2,3",))], {"a": {"c0": parse_cpulist("2,3")},
+                                                                     "s": {"c0": parse_cpulist("4,5")}},
+                 recorder='{"op":"create","id":"ida","cpus":"2-3"}\n{"op":"update","id":"ids","cpus":"4,5"}\n')
+    pod = {"metadata": {"uid": "a", "name": "p", "namespace": "n"}, "spec": {"containers": [{"name": "c0"}]},
+           "status": {"containerStatuses": [{"name": "c0", "containerID": "containerd://ida",
+                                             "state": {"running": {}}}]}}
+    (a,) = session_ledger.assignments(pod, read)
+    assert (a.pod_uid, a.source, a.cpus, a.exclusive, a.groups, a.container_id) == \
+        ("a", "cci", {2, 3}, True, ({2, 3},), "ida")
+    static = {"metadata": {"uid": "s", "name": "q", "namespace": "n"}, "status": {"containerStatuses": [
+        {"name": "c0", "containerID": "containerd://ids", "state": {"running": {}}}]}}
+    states = session_ledger.containers_of([pod, static], read)
+    assert [(c.pod_uid, c.source, c.store_cpus, c.runtime_cpus) for c in states] == \
+        [("a", "cci", {2, 3}, {2, 3}), ("s", "static", {4, 5}, {4, 5})]
+    assert session_ledger.exclusive_map(read) == {"a/c0": {2, 3}, "s/c0": {4, 5}}
+    unrecorded = {"metadata": {"uid": "x", "name": "x", "namespace": "n"}, "status": {"containerStatuses": [
+        {"name": "c0", "containerID": "containerd://idx", "state": {"running": {}}}]}}
+    with pytest.raises(Exception, match="no cpuset in the recorder log"):
+        session_ledger.containers_of([unrecorded], read)
+
+
+def test_registrations_are_the_kubelets_answers_after_its_start():
+    log = ("2026-12-01T10:00:00.5Z stderr F registered with the node\n"
+           "2026-12-01T10:00:02.25Z stderr F the node refused the registration: bad endpoint\n"
+           "2026-12-01T10:00:03Z stderr F registered with the node\n"
+           "garbage line\n")
+    start = node_view._epoch("2026-12-01T10:00:01Z")
+    events = node_view.registration_events(log, start, "registered with the node",
+                                           "the node refused the registration")
+    assert events == ["bad endpoint", None]
+    assert node_view._epoch("2026-12-01T10:00:00.5Z") - node_view._epoch("2026-12-01T10:00:00Z") == 0.5
