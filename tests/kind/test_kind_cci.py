@@ -199,6 +199,29 @@ def test_after_the_restarts_a_new_claim_gets_other_cpus(cluster, admitted):
         _remove_claim_pod(cluster, node, name)
 
 
+def test_denied_siblings_are_held_and_a_shared_group_runs_on_the_pool(cluster, admitted):
+    node, name = admitted.node, "cci-pod-denied-shared"
+    params = {"cores": ["1", "2"], "cpu attributes": [["EXCLUSIVE", "CORE-SIBLING-DENIED"], ["SHARED"]]}
+    try:
+        pod = _run_claim_pod(cluster, node.node, name, params)
+        assert pod["status"]["phase"] == "Running", pod["status"]
+        uid = pod["metadata"]["uid"]
+        record = _cci_record(node, uid)
+        exclusive, withheld, shared = (parse_cpulist(record[k]) for k in ("exclusive", "withheld", "shared"))
+        # S2.4: the exclusive CPU's idle sibling is withheld; S2.9: the shared group is not held.
+        assert len(exclusive) == 1 and withheld == library.load(INTEL).core_of[min(exclusive)] - exclusive
+        assert len(shared) == 2 and not shared & (exclusive | withheld)
+        # One store (S3.2): exclusive and withheld CPUs are the container's entry, out of the shared pool.
+        state = node.cpu_manager_state()
+        assert state.entries.get(uid) == {"c0": exclusive | withheld}
+        assert not (exclusive | withheld) & state.default_cpuset and shared <= state.default_cpuset
+        # S3.3: the container runs on its exclusive CPU plus its shared group, never on the withheld sibling.
+        wait_for(lambda: _recorded(node, name) == exclusive | shared, timeout=60, interval=1,
+                 what="the runtime's cpuset to be the exclusive CPU and the shared group")
+    finally:
+        _remove_claim_pod(cluster, node, name)
+
+
 def test_a_claim_the_driver_refuses_fails_the_pod_and_changes_nothing(cluster, admitted):
     node, name = admitted.node, "cci-pod-too-big"
     before = node.cpu_manager_state()
