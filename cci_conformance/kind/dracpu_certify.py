@@ -15,11 +15,15 @@ from . import dracpu, dracpu_static, nodeimage, toolchain
 from .cluster import KindCluster
 from .cluster_config import ClusterPlan, NodePlan
 from .dracpu_manifests import DriverDeployment
-from .dracpu_scenarios import INCONCLUSIVE, SCENARIOS, Finding, registration
+from .dracpu_restarts import container_restart, driver_down, driver_restart, driver_restart_prepared
+from .dracpu_scenarios import INCONCLUSIVE, Finding, empty_shared_pool, registration, shared_claim, steady
 from .dracpu_session import DraCpuSession
 from .runner import say
 
 CATALOG = SUITES_DIR / "dra_cpu" / "requirements.yaml"
+# In this order on one worker; each cleans up after itself. The empty shared pool comes last: it fills the node.
+SCENARIOS = (steady, shared_claim, container_restart, driver_restart, driver_restart_prepared, driver_down,
+             empty_shared_pool)
 NOT_RUN = "not run"
 # Measured by no scenario yet, with the reason the findings say.
 NOT_COVERED = {
