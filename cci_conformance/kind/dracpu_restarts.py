@@ -115,6 +115,7 @@ def driver_restart_prepared(s: DraCpuSession) -> list[Finding]:
     s.restart_driver()
     s.checkpoint()
     s.node_exec("crictl", "stop", "--timeout", "10", init)  # the init container exits 0 on SIGTERM
+    s.checkpoint()  # from here the init container is gone: its last cpuset no longer counts
     s.wait_running("dp-late")
     cpu_of = dracpu_slices.device_cpus(s.published())
     late = ClaimedPod("dp-late", ("dp-late-c0",),
