@@ -15,8 +15,9 @@ from cci_conformance.drivers.manifest import load_manifest
 from cci_conformance.kind import cci_deploy, cci_driver_image, cci_manifests, pods
 from cci_conformance.kind.cci_manifests import CCIDriverDeployment
 from cci_conformance.kind.differential import Step, g
-from cci_conformance.kind.nodeaccess import NodeAccess
+from cci_conformance.kind.nodeaccess import CCI_STATE_PATH, NodeAccess
 from cci_conformance.kind.runner import say
+from cci_conformance.node import checkpoint
 from cci_conformance.topology import library
 from cci_conformance.waiting import wait_for
 
@@ -287,3 +288,25 @@ def test_deleting_the_pod_releases_at_the_driver_and_to_the_shared_pool(cluster,
     assert (admitted.pod_uid, "c0") not in cci_deploy.driver_admissions(changes)
     # The static pod kept its CPUs throughout.
     assert node.cpu_manager_state().entries[admitted.static_uid] == {"c0": admitted.static_cpus}
+
+
+def test_a_corrupt_cci_manager_state_stops_the_kubelet_with_the_embedded_nodes_advice(cluster, admitted):
+    node = admitted.node
+    assert not node.cci_manager_state()["containers"], "runs after the CCI pods are gone"
+    # The embedded node's words (checkpoint.py restore_error); the kubelet keeps no journal, so its advice
+    # ends at the file's name (kubelet-cci/README.md, checkpoint.go).
+    advice = str(checkpoint.restore_error(CCI_STATE_PATH, "checkpoint is corrupted (checksum mismatch)"))
+    advice = advice.split(" and its journal")[0]
+    try:
+        node.host.check_output("systemctl stop kubelet")
+        node.host.check_output(f"sed -i -E 's/\"Checksum\":[0-9]+/\"Checksum\":1/' {CCI_STATE_PATH}")
+        node.host.check_output("systemctl start kubelet")
+        wait_for(lambda: advice in node.kubelet_log(lines=200), timeout=60, interval=1,
+                 what="the kubelet to refuse the corrupt cci_manager_state with the advice")
+    finally:
+        # The advice, followed: no CCI container is left, so deleting the file loses nothing.
+        node.host.check_output(f"rm -f {CCI_STATE_PATH} && systemctl restart kubelet")
+    wait_for(lambda: cluster.kubectl("get", "--raw", f"/api/v1/nodes/{node.node}/proxy/healthz") == "ok",
+             timeout=120, interval=1, what="the kubelet to start again without the corrupt file")
+    assert node.cci_manager_state()["containers"] == []
+    assert admitted.static_uid in node.cpu_manager_state().entries, "the static pod kept its CPUs"
