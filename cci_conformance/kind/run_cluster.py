@@ -68,7 +68,7 @@ class RunCluster:
     _lock = threading.Lock()
 
     def __init__(self, key: RunKey, config: NodeConfig, manifest: DriverManifest):
-        from . import cci_deploy, cci_driver_image, nodeimage, toolchain
+        from . import cci_driver_image, nodeimage, run_driver, toolchain
 
         image = nodeimage.default_image()
         if not nodeimage.image_exists(image):
@@ -93,7 +93,10 @@ class RunCluster:
             self.timings["cluster"] = time.monotonic() - started
             built = cci_driver_image.build_image()
             self.deployment = CCIDriverDeployment(manifest, built.reference, self.worker, key.driver)
-            self.timings["driver"] = cci_deploy.deploy(self.cluster, self.deployment, built.archive, self.slots)
+            # kind_config rendered the worker's machine under <workdir>/<node name> (cluster_config.kind_config)
+            machine = self.cluster.workdir / self.worker
+            self.timings["driver"] = run_driver.deploy(self.cluster, self.deployment, built.archive, self.slots,
+                                                       machine)
         except BaseException:
             self.delete()
             raise

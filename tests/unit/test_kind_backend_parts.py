@@ -14,6 +14,7 @@ from cci_conformance.kind import kind_pods, node_view, run_cluster, session_ledg
 from cci_conformance.node.api import ClaimRef, ContainerSpec, PodSpec
 from cci_conformance.node.cpumanager.state import CPUManagerState
 from cci_conformance.paths import PROJECT_ROOT
+from cci_conformance.topology import library
 
 
 def test_kind_is_registered_without_importing_kind_code():
@@ -113,3 +114,20 @@ def test_registrations_are_the_kubelets_answers_after_its_start():
                                            "the node refused the registration")
     assert events == ["bad endpoint", None]
     assert node_view._epoch("2026-12-01T10:00:00.5Z") - node_view._epoch("2026-12-01T10:00:00Z") == 0.5
+
+
+def test_the_driver_sees_the_faked_pci_devices(tmp_path):
+    from cci_conformance.kind import run_driver
+    from cci_conformance.kind.cci_manifests import CCIDriverDeployment
+    from cci_conformance.topology import render
+
+    machine = render.render(library.load("server-2s8c-smt2-intel"), tmp_path / "m")
+    data, roots = run_driver.pci_tar(machine)
+    assert roots[0] == "bus" and "devices/pci0000:ca" in roots and "devices/system" not in roots
+    plan = CCIDriverDeployment(load_manifest(PROJECT_ROOT / "drivers_under_test" / "go-reference"), "img:1", "w",
+                               "go-reference")
+    pod = run_driver.daemonset(plan, roots)["spec"]["template"]["spec"]
+    mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["/host/sys/bus"]["readOnly"] and "/host/sys/devices/pci0000:ca" in mounts
+    paths = {v["hostPath"]["path"] for v in pod["volumes"]}
+    assert f"{run_driver.PCI_COPY}/sys/devices/pci0000:ca" in paths
