@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-from kind_plans import INTEL, INTEL_PROFILE
+from kind_plans import DRIVER, INTEL, SLOTS
 
 from cci_conformance.cpuset import format_cpulist, parse_cpulist
-from cci_conformance.drivers.manifest import load_manifest
-from cci_conformance.kind import cci_deploy, cci_driver_image, cci_manifests, pods
+from cci_conformance.kind import cci_deploy, cci_manifests, pods
 from cci_conformance.kind.cci_manifests import CCIDriverDeployment
 from cci_conformance.kind.differential import Step, g
 from cci_conformance.kind.nodeaccess import CCI_STATE_PATH, NodeAccess
@@ -23,13 +21,9 @@ from cci_conformance.waiting import wait_for
 
 pytestmark = pytest.mark.kind
 
-GO_REFERENCE = Path(__file__).resolve().parents[2] / "drivers_under_test" / "go-reference"
-DRIVER = "go-reference.cci-conformance.io"
 # Four CPUs, whole cores (spec S2.4): the grant must be two sibling pairs of the SMT2 worker.
 PARAMS = {"cores": ["4"], "cpu attributes": [["EXCLUSIVE", "CORE-SIBLING-REQUIRED"]]}
 CLAIM, CLAIM_POD, STATIC_POD = "cci-claim-4", "cci-pod-4", "cci-static-g4"
-# One admission slot per allocatable CPU of the worker (docs/spec.md S3.9).
-SLOTS = len(library.load(INTEL).online_cpus) - len(parse_cpulist(INTEL_PROFILE["reservedSystemCPUs"]))
 
 
 @dataclass
@@ -44,20 +38,7 @@ class Admitted:
 
 
 @pytest.fixture(scope="module")
-def driver(cluster, intel_worker):
-    built = cci_driver_image.build_image()
-    plan = CCIDriverDeployment(load_manifest(GO_REFERENCE), built.reference, intel_worker, DRIVER)
-    try:
-        seconds = cci_deploy.deploy(cluster, plan, built.archive, SLOTS)
-        say(f"cci: driver image {built.seconds:.1f} s (reused: {built.reused}); registered {seconds:.1f} s after apply")
-        yield plan
-    finally:
-        # Deregistered before the next test file: the differential runs on a kubelet with no CCI driver.
-        cci_deploy.undeploy(cluster, plan)
-
-
-@pytest.fixture(scope="module")
-def admitted(cluster, intel_worker, driver):
+def admitted(cluster, intel_worker, cci_driver):
     node = NodeAccess(intel_worker)
     wait_for(lambda: not node.cpu_manager_state().entries, timeout=60, interval=0.5,
              what=f"{intel_worker} to have no exclusive assignments")
@@ -75,7 +56,7 @@ def admitted(cluster, intel_worker, driver):
         static = pods.create_and_wait(cluster, Step(STATIC_POD, g("4")).pod(""), intel_worker, image)
         assert static.phase == "Running", static
         static_cpus = node.cpu_manager_state().entries[static.uid]["c0"]
-        yield Admitted(driver, node, pod["metadata"]["uid"], claim["metadata"]["uid"],
+        yield Admitted(cci_driver, node, pod["metadata"]["uid"], claim["metadata"]["uid"],
                        parse_cpulist(record["exclusive"]), static.uid, frozenset(static_cpus))
     finally:
         for name in (CLAIM_POD, STATIC_POD):
