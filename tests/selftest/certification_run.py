@@ -27,6 +27,7 @@ class Certification:
     output: str
     evidence: dict[str, str]  # requirement id -> the node and driver log tails of its failed tests
     stopped_early: str | None = None  # the run's startup probe found no registered driver: no test ran
+    figures: dict[str, str] | None = None  # requirement id -> its figures ("name=value; ..."), e.g. ACCT-010's seed
 
     def evidence_for(self, req_id: str) -> str:
         return self.evidence.get(req_id, "(no evidence collected)")
@@ -55,7 +56,9 @@ def certify(driver: Path, topologies: list[str], modules: list[str] | None = Non
                          reasons={r["id"]: r.get("reason", "") for r in reqs if r["status"] != "pass"},
                          exit_code=proc.returncode, seconds=report["run"].get("duration_s", 0.0),
                          output=proc.stdout[-4000:] + proc.stderr[-2000:], evidence=evidence,
-                         stopped_early=report["run"].get("stopped_early"))
+                         stopped_early=report["run"].get("stopped_early"),
+                         figures={r["id"]: "; ".join(f"{f.get('name')}={f.get('value')}" for f in r.get("figures", []))
+                                  for r in reqs})
 
 
 def _log_tails(report: dict, report_dir: Path, lines: int = 25) -> dict[str, str]:
