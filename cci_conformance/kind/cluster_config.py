@@ -37,6 +37,8 @@ class ClusterPlan:
     name: str
     image: str
     nodes: list[NodePlan]
+    # Kubernetes feature gates for every component of every node (kind's cluster-wide featureGates).
+    feature_gates: dict[str, bool] = field(default_factory=dict)
 
     def node_names(self) -> list[str]:
         """Container names kind gives the nodes: <name>-control-plane, <name>-worker, <name>-worker2, ..."""
@@ -113,7 +115,7 @@ def kind_config(plan: ClusterPlan, workdir: Path) -> dict:
     # the values it wants on read-only files; with this it fails instead of writing if that broke).
     kubelet_patch = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
                      "protectKernelDefaults": True}
-    return {
+    config = {
         "kind": "Cluster",
         "apiVersion": KIND_API,
         # Always named: tools that delete by name must find what they created.
@@ -121,6 +123,9 @@ def kind_config(plan: ClusterPlan, workdir: Path) -> dict:
         "nodes": nodes,
         "kubeadmConfigPatches": [yaml.safe_dump(kubelet_patch, sort_keys=True)],
     }
+    if plan.feature_gates:
+        config["featureGates"] = dict(plan.feature_gates)
+    return config
 
 
 def write_kind_config(plan: ClusterPlan, workdir: Path) -> Path:

@@ -14,7 +14,7 @@ from ..topology import library
 from . import dracpu, dracpu_static, nodeimage, toolchain
 from .cluster import KindCluster
 from .cluster_config import ClusterPlan, NodePlan
-from .dracpu_manifests import DriverDeployment
+from .dracpu_manifests import DriverDeployment, feature_gates
 from .dracpu_restarts import container_restart, driver_down, driver_restart, driver_restart_prepared
 from .dracpu_scenarios import INCONCLUSIVE, Finding, empty_shared_pool, registration, shared_claim, steady
 from .dracpu_session import DraCpuSession
@@ -56,11 +56,15 @@ def node_sysfs(node: NodePlan) -> str:
 
 
 def certify_topology(topology_name: str, version: str, name: str, *, logs_dir: Path | None = None,
-                     plan_factory=cluster_plan, scenarios=SCENARIOS) -> dict:
+                     plan_factory=cluster_plan, scenarios=SCENARIOS, device_mode: str = "individual") -> dict:
     """Build (cached), create the cluster, deploy the driver, run the scenarios, delete the cluster."""
     built = dracpu.build_image(version)
     plan = plan_factory(name, topology_name, nodeimage.default_image())
     topology = plan.nodes[1].topology
+    worker = plan.node_names()[1]
+    deployment = DriverDeployment(built.reference, worker, device_mode=device_mode,
+                                  hybrid=bool(topology.core_types), node_sysfs=node_sysfs(plan.nodes[1]))
+    plan.feature_gates = feature_gates(deployment)  # grouped mode: consumable capacity (KEP-5075)
     started = time.monotonic()
     findings: list[Finding] = []
     errors: list[str] = []
@@ -68,10 +72,7 @@ def certify_topology(topology_name: str, version: str, name: str, *, logs_dir: P
                      logs_dir=logs_dir) as cluster:
         cluster.create()
         cluster.wait_ready()
-        worker = plan.node_names()[1]
-        session = DraCpuSession(cluster, worker, topology,
-                                DriverDeployment(built.reference, worker, hybrid=bool(topology.core_types),
-                                                 node_sysfs=node_sysfs(plan.nodes[1])))
+        session = DraCpuSession(cluster, worker, topology, deployment)
         try:
             session.deploy(built.archive, built.reference)
         except Exception:
@@ -91,7 +92,8 @@ def certify_topology(topology_name: str, version: str, name: str, *, logs_dir: P
             if errors:
                 cluster.export_logs()
     policy = plan.nodes[1].profile.policy if plan.nodes[1].profile else "none"
-    return {"topology": topology_name, "kubelet_cpu_manager_policy": policy, "version": version,
+    return {"topology": topology_name, "kubelet_cpu_manager_policy": policy, "device_mode": device_mode,
+            "version": version,
             "recorder_replaced": session.recorder_replaced,
             "image": built.reference,
             "seconds": round(time.monotonic() - started, 1), "findings": [f.as_dict() for f in findings],
@@ -119,6 +121,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--topology", action="append", required=True, help="library topology (repeatable)")
     parser.add_argument("--static-topology", action="append", default=[],
                         help="also run ROBUST-502 on a worker with the static CPU manager policy (repeatable)")
+    parser.add_argument("--device-mode", default="individual", choices=("individual", "grouped"),
+                        help="the driver's --cpu-device-mode (grouped turns on DRAConsumableCapacity)")
     parser.add_argument("--version", default=dracpu.TARGETS[0].version, help="driver version (a build target)")
     parser.add_argument("--name-prefix", default="cci-dracpu-", help="cluster names: <prefix><n>")
     parser.add_argument("--out", default="dra-cpu-findings.json", help="findings file (JSON)")
@@ -137,7 +141,7 @@ def _cli(args) -> int:
              for t in args.static_topology]
     for i, (topology_name, factory, scenarios, wanted) in enumerate(jobs):
         run = certify_topology(topology_name, args.version, f"{args.name_prefix}{i}", plan_factory=factory,
-                               scenarios=scenarios,
+                               scenarios=scenarios, device_mode=args.device_mode,
                                logs_dir=Path(args.logs_dir) / f"{i}-{topology_name}" if args.logs_dir else None)
         run["verdicts"] = verdicts(run, wanted)
         runs.append(run)

@@ -8,20 +8,26 @@ NAMESPACE = "default"
 # resource.k8s.io/v1 (Kubernetes 1.34) caps one allocation at 32 devices (AllocationResultsMaxSize);
 # in `individual` mode one device is one CPU, so a larger fill takes several claims.
 MAX_DEVICES_PER_CLAIM = 32
+CAPACITY = "dra.cpu/cpu"  # the group devices' consumable capacity in `grouped` mode (v0.2.0)
 
 
-def claim(name: str, count: int) -> dict:
-    """A ResourceClaim for exactly ``count`` CPUs of the driver (one device per CPU in `individual` mode)."""
+def claim(name: str, count: int, *, grouped: bool = False) -> dict:
+    """A ResourceClaim for exactly ``count`` CPUs of the driver.
+
+    `individual` mode: ``count`` devices, one per CPU. `grouped` mode: one group device (a NUMA node
+    or socket) and ``count`` of its consumable `dra.cpu/cpu` capacity (KEP-5075).
+    """
     if not 1 <= count <= MAX_DEVICES_PER_CLAIM:
         raise ValueError(f"a claim holds 1..{MAX_DEVICES_PER_CLAIM} devices, not {count}")
+    exactly: dict = {"deviceClassName": DRIVER_NAME, "allocationMode": "ExactCount", "count": count}
+    if grouped:
+        exactly["count"] = 1
+        exactly["capacity"] = {"requests": {CAPACITY: str(count)}}
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
         "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {"devices": {"requests": [{
-            "name": "cpus",
-            "exactly": {"deviceClassName": DRIVER_NAME, "allocationMode": "ExactCount", "count": count},
-        }]}},
+        "spec": {"devices": {"requests": [{"name": "cpus", "exactly": exactly}]}},
     }
 
 

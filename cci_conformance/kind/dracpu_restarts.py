@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..cpuset import format_cpulist
 from ..waiting import WaitTimeout, wait_for
-from . import dracpu_log, dracpu_pods, dracpu_slices
+from . import dracpu_log, dracpu_pods
 from .dracpu_pods import NAMESPACE as POD_NS
 from .dracpu_scenarios import FAIL, PASS, Finding, begin, grants_of, is_driver, replay, summarize, union_of
 from .dracpu_session import ClaimedPod, DraCpuSession
@@ -106,7 +106,7 @@ def driver_restart_prepared(s: DraCpuSession) -> list[Finding]:
     start, live = begin(s)
     s.shared_pod("dp-shared")
     count = s.topology.threads_per_core
-    s.apply(dracpu_pods.claim("dp-late-c0", count),
+    s.apply(dracpu_pods.claim("dp-late-c0", count, grouped=s.deployment.device_mode == "grouped"),
             dracpu_pods.pod("dp-late", s.node, s.pause(), ("dp-late-c0",), wait_first=True))
     init = wait_for(lambda: next((c["containerID"].split("://")[-1] for c in
                                   s.get("pod", "dp-late")["status"].get("initContainerStatuses", [])
@@ -117,9 +117,7 @@ def driver_restart_prepared(s: DraCpuSession) -> list[Finding]:
     s.node_exec("crictl", "stop", "--timeout", "10", init)  # the init container exits 0 on SIGTERM
     s.checkpoint()  # from here the init container is gone: its last cpuset no longer counts
     s.wait_running("dp-late")
-    cpu_of = dracpu_slices.device_cpus(s.published())
-    late = ClaimedPod("dp-late", ("dp-late-c0",),
-                      {"dp-late-c0": dracpu_slices.allocated_cpus(s.get("resourceclaim", "dp-late-c0"), cpu_of)})
+    late = ClaimedPod("dp-late", ("dp-late-c0",), s.claim_cpus("dp-late", ("dp-late-c0",)), count)
     violations = [v for v in replay(s, grants_of([late]), start, live) if not is_driver(v)]
     evidence = [f"dp-late's claim {format_cpulist(union_of(late))} was prepared before the driver restart, its "
                 "container created after it"] + summarize(violations)

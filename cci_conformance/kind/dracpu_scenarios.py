@@ -64,7 +64,8 @@ def registration(s: DraCpuSession) -> list[Finding]:
     evidence = [f"DaemonSet pod Ready and ResourceSlices published {s.ready_seconds:.1f} s after apply "
                 f"(deadline 180 s)", f"{len(published)} devices in the slices of {s.node}"]
     found = [Finding("REG-501", PASS if ok else FAIL, "deploy", evidence)]
-    problems = dracpu_slices.mismatches(s.topology, published, s.deployment.reserved_cpus)
+    check = dracpu_slices.group_mismatches if s.deployment.device_mode == "grouped" else dracpu_slices.mismatches
+    problems = check(s.topology, published, s.deployment.reserved_cpus)
     found.append(Finding("ROBUST-501", FAIL if problems else PASS, "deploy",
                          problems[:6] or [f"{len(published)} devices: CPU ids, numaNodeID, socketID, coreID, "
                                           f"coreType, cacheL3ID, smtEnabled all as the rendered sysfs"]))
@@ -86,7 +87,7 @@ def steady(s: DraCpuSession) -> list[Finding]:
     for p in pods:
         want, creates = union_of(p), dracpu_log.creates_of(records, POD_NS, p.pod, "c0")
         asked = creates[0].cpus if creates else "no create"
-        if asked != want or len(want) != sum(len(c) for c in p.cpus.values()):
+        if asked != want or len(want) != p.requested:
             wrong.append(f"{p.pod}: allocated {format_cpulist(want)}, first create asked for {asked}")
     found.append(Finding("CLAIM-501", FAIL if wrong else PASS, "steady", wrong or [
         f"{p.pod}: claims {', '.join(f'{c}={format_cpulist(v)}' for c, v in p.cpus.items())}; "

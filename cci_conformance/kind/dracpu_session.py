@@ -30,7 +30,8 @@ READY_TIMEOUT_S = 180
 class ClaimedPod:
     pod: str
     claims: tuple[str, ...]
-    cpus: dict[str, frozenset[int]]  # claim -> allocated CPUs (API server)
+    cpus: dict[str, frozenset[int]]  # claim -> allocated CPUs (API server; grouped mode: see claim_cpus)
+    requested: int = 0  # CPUs the claims asked for in all
 
 
 class DraCpuSession:
@@ -199,12 +200,25 @@ class DraCpuSession:
                     timeout: float = 120) -> ClaimedPod:
         """Claims of ``counts`` CPUs and a pod consuming them; waits until it runs."""
         names = tuple(f"{name}-c{i}" for i in range(len(counts)))
-        self.apply(*[dracpu_pods.claim(c, n) for c, n in zip(names, counts, strict=True)],
+        grouped = self.deployment.device_mode == "grouped"
+        self.apply(*[dracpu_pods.claim(c, n, grouped=grouped) for c, n in zip(names, counts, strict=True)],
                    dracpu_pods.pod(name, self.node, self.pause(), names, restart=restart))
         self.wait_running(name, timeout)
+        return ClaimedPod(name, names, self.claim_cpus(name, names), sum(counts))
+
+    def claim_cpus(self, pod: str, claims: tuple[str, ...]) -> dict[str, frozenset[int]]:
+        """Claim -> its CPUs: from the allocation's devices, or in `grouped` mode from the container's create.
+
+        In `grouped` mode the driver picks the CPUs at preparation and the API names only the group
+        device; the consuming container's first recorded create is the one place they show (CLAIM-501
+        then checks their count). The union is held under the first claim.
+        """
+        if self.deployment.device_mode == "grouped":
+            creates = dracpu_log.creates_of(self.log_records(), dracpu_pods.NAMESPACE, pod, "c0")
+            union = (creates[0].cpus or frozenset()) if creates else frozenset()
+            return {c: (union if i == 0 else frozenset()) for i, c in enumerate(claims)}
         cpu_of = dracpu_slices.device_cpus(self.published())
-        cpus = {c: dracpu_slices.allocated_cpus(self.get("resourceclaim", c), cpu_of) for c in names}
-        return ClaimedPod(name, names, cpus)
+        return {c: dracpu_slices.allocated_cpus(self.get("resourceclaim", c), cpu_of) for c in claims}
 
     def shared_pod(self, name: str, *, wait: bool = True, timeout: float = 120) -> dict | None:
         self.apply(dracpu_pods.pod(name, self.node, self.pause()))

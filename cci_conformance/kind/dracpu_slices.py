@@ -73,3 +73,24 @@ def mismatches(topology: Topology, published: dict[str, dict], reserved: frozens
 def split_cores(topology: Topology, cpus: frozenset[int]) -> list[frozenset[int]]:
     """The cores of ``cpus`` that it holds only in part (empty when ``cpus`` is whole cores)."""
     return [core & cpus for core in topology.cores if core & cpus and not core <= cpus]
+
+
+def group_mismatches(topology: Topology, published: dict[str, dict],
+                     reserved: frozenset[int] = frozenset()) -> list[str]:
+    """`grouped` mode (one device per NUMA node): each device's node, socket and CPU count against sysfs."""
+    problems: list[str] = []
+    seen: set[int] = set()
+    for name, attrs in sorted(published.items()):
+        node = attrs.get("dra.cpu/numaNodeID")
+        cpus = topology.node_cpus.get(node, frozenset()) - reserved
+        seen.add(node)
+        if attrs.get("dra.cpu/numCPUs") != len(cpus):
+            problems.append(f"{name}: numCPUs is {attrs.get('dra.cpu/numCPUs')!r}, NUMA node {node} has {len(cpus)}")
+        sockets = {topology.by_id[c].package for c in cpus}
+        if sockets and attrs.get("dra.cpu/socketID") not in sockets:
+            problems.append(f"{name}: socketID is {attrs.get('dra.cpu/socketID')!r}, "
+                            f"node {node} is on {sorted(sockets)}")
+    want = {n for n, cpus in topology.node_cpus.items() if cpus - reserved}
+    if seen != want:
+        problems.append(f"group devices for NUMA nodes {sorted(seen)}, the machine has {sorted(want)}")
+    return problems

@@ -204,3 +204,29 @@ def test_a_pod_can_hold_its_prepared_claim_before_its_container_exists():
     assert init["name"] == "wait" and "resources" not in init  # the claim is the main container's only
     assert pod["spec"]["containers"][0]["resources"]["claims"] == [{"name": "r0"}]
     assert "initContainers" not in dracpu_pods.pod("p", "w", "pause", ("c1",))["spec"]
+
+
+def test_grouped_claims_ask_for_capacity_of_one_group_device_and_the_cluster_gets_the_gate(tmp_path):
+    from cci_conformance.kind.cluster_config import kind_config
+    from cci_conformance.kind.dracpu_manifests import DriverDeployment, feature_gates
+
+    exactly = dracpu_pods.claim("c", 3, grouped=True)["spec"]["devices"]["requests"][0]["exactly"]
+    assert exactly["count"] == 1 and exactly["capacity"] == {"requests": {"dra.cpu/cpu": "3"}}
+    plan = dracpu_certify.cluster_plan("cci-x", "laptop-1s4c-smt2", "img")
+    assert "featureGates" not in kind_config(plan, tmp_path / "a")
+    plan.feature_gates = feature_gates(DriverDeployment("img:v1", "w", device_mode="grouped"))
+    assert kind_config(plan, tmp_path / "b")["featureGates"] == {"DRAConsumableCapacity": True}
+
+
+def test_group_devices_against_numa_nodes():
+    topology = library.load("server-2s8c-smt2-intel")
+    nodes = topology.node_cpus
+    published = {f"cpudevnuma{n:03d}": {"dra.cpu/numaNodeID": n, "dra.cpu/numCPUs": len(cpus),
+                                         "dra.cpu/socketID": topology.by_id[min(cpus)].package}
+                 for n, cpus in nodes.items()}
+    assert dracpu_slices.group_mismatches(topology, published) == []
+    published["cpudevnuma000"]["dra.cpu/numCPUs"] = 1
+    assert dracpu_slices.group_mismatches(topology, published) == [
+        f"cpudevnuma000: numCPUs is 1, NUMA node 0 has {len(nodes[0])}"]
+    del published["cpudevnuma001"]
+    assert "group devices for NUMA nodes" in dracpu_slices.group_mismatches(topology, published)[-1]
