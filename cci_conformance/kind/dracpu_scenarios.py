@@ -15,6 +15,9 @@ from .dracpu_pods import fill_counts
 from .dracpu_session import ClaimedPod, DraCpuSession
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+# What ROBUST-501 compares per device mode (dracpu_slices.mismatches / group_mismatches).
+WHAT_MATCHED = {"individual": "CPU ids, numaNodeID, socketID, coreID, coreType, cacheL3ID, smtEnabled",
+                "grouped": "one per NUMA node, numaNodeID, socketID, numCPUs"}
 
 
 @dataclass
@@ -67,8 +70,8 @@ def registration(s: DraCpuSession) -> list[Finding]:
     check = dracpu_slices.group_mismatches if s.deployment.device_mode == "grouped" else dracpu_slices.mismatches
     problems = check(s.topology, published, s.deployment.reserved_cpus)
     found.append(Finding("ROBUST-501", FAIL if problems else PASS, "deploy",
-                         problems[:6] or [f"{len(published)} devices: CPU ids, numaNodeID, socketID, coreID, "
-                                          f"coreType, cacheL3ID, smtEnabled all as the rendered sysfs"]))
+                         problems[:6] or [f"{len(published)} devices: {WHAT_MATCHED[s.deployment.device_mode]} "
+                                          "all as the rendered sysfs"]))
     return found
 
 
