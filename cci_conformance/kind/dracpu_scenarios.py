@@ -87,14 +87,23 @@ def steady(s: DraCpuSession) -> list[Finding]:
     violations = replay(s, grants_of(pods), start, live)
     found = []
     wrong = []
+    individual = s.deployment.device_mode == "individual"
+    cpu_of = dracpu_slices.device_cpus(s.published()) if individual else {}
     for p in pods:
         want, creates = union_of(p), dracpu_log.creates_of(records, POD_NS, p.pod, "c0")
         asked = creates[0].cpus if creates else "no create"
         if asked != want or len(want) != p.requested:
             wrong.append(f"{p.pod}: allocated {format_cpulist(want)}, first create asked for {asked}")
+        if individual:
+            # The kubelet's own account (pod-resources List): the same devices, claim by claim.
+            listed = {c: frozenset(cpu_of.get(d, -1) for d in devices)
+                      for c, devices in s.pod_resource_devices(p.pod).items()}
+            if listed != {c: v for c, v in p.cpus.items()}:
+                wrong.append(f"{p.pod}: pod-resources lists {listed}, the allocation is {p.cpus}")
     found.append(Finding("CLAIM-501", FAIL if wrong else PASS, "steady", wrong or [
         f"{p.pod}: claims {', '.join(f'{c}={format_cpulist(v)}' for c, v in p.cpus.items())}; "
-        "the container's create asked for exactly their union" for p in pods]))
+        "the container's create asked for exactly their union" + ("; pod-resources lists the same devices"
+                                                                  if individual else "") for p in pods]))
     claimed = [v for v in violations if v.claimed]
     all_cpus = [c for p in pods for c in union_of(p)]
     api_overlap = len(all_cpus) != len(set(all_cpus))

@@ -13,7 +13,7 @@ from ..topology.model import Topology
 from ..waiting import wait_for
 from . import dracpu_log, dracpu_pods, dracpu_slices, gobuild
 from .cluster import KindCluster
-from .dracpu_manifests import APP, NAMESPACE, DriverDeployment, objects
+from .dracpu_manifests import APP, DRIVER_NAME, NAMESPACE, DriverDeployment, objects
 from .nodeaccess import RECORDER_LOG
 from .pods import pause_image
 from .runner import CommandFailed, run
@@ -223,6 +223,31 @@ class DraCpuSession:
     def shared_pod(self, name: str, *, wait: bool = True, timeout: float = 120) -> dict | None:
         self.apply(dracpu_pods.pod(name, self.node, self.pause()))
         return self.wait_running(name, timeout) if wait else None
+
+    def pod_resource_devices(self, pod: str, container: str = "c0") -> dict[str, set[str]]:
+        """Claim -> device names the kubelet's pod-resources API lists for one container (KEP-3695 dynamic_resources).
+
+        The node container's kubelet socket is reached through its root under /proc (the harness runs
+        as root beside docker), as the kind backend's session does.
+        """
+        import grpc
+
+        from ..protocol.protos import podresources_v1_pb2 as pr
+        from ..protocol.protos import podresources_v1_pb2_grpc as pr_grpc
+
+        pid = run(["docker", "inspect", "-f", "{{.State.Pid}}", self.node], timeout=30).strip()
+        with grpc.insecure_channel(f"unix:/proc/{pid}/root/var/lib/kubelet/pod-resources/kubelet.sock") as channel:
+            reply = pr_grpc.PodResourcesListerStub(channel).List(pr.ListPodResourcesRequest(), timeout=10)
+        out: dict[str, set[str]] = {}
+        for p in reply.pod_resources:
+            if (p.namespace, p.name) != (dracpu_pods.NAMESPACE, pod):
+                continue
+            for c in p.containers:
+                if c.name == container:
+                    for dyn in c.dynamic_resources:
+                        out.setdefault(dyn.claim_name, set()).update(
+                            r.device_name for r in dyn.claim_resources if r.driver_name == DRIVER_NAME)
+        return out
 
     def pod_events(self, name: str) -> list[str]:
         out = self.cluster.kubectl("get", "events", "-n", dracpu_pods.NAMESPACE, "--field-selector",
