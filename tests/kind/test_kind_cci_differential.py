@@ -34,9 +34,9 @@ STEPS = [
 ]
 
 
-def _on_kubelet(cluster, node: NodeAccess) -> tuple[dict[str, str], list[bytes], dict[str, str]]:
+def _on_kubelet(cluster, node: NodeAccess):
     image = pods.pause_image(cluster, node.node)
-    outcomes, states, uids = {}, [], {}
+    outcomes, states, uids, claims, cci = {}, [], {}, {}, []
     for name, what in STEPS:
         if what is None:
             cluster.kubectl("delete", "pod", name, "--wait=true", "--timeout=120s", timeout=130)
@@ -48,37 +48,56 @@ def _on_kubelet(cluster, node: NodeAccess) -> tuple[dict[str, str], list[bytes],
             cluster.kubectl("apply", "-f", "-", stdin=json.dumps(cci_manifests.claim_pod(name, name, node.node, image)))
             pod = cci_deploy.wait_pod(cluster, name)
             uids[name] = pod["metadata"]["uid"]
+            claims[name] = cluster.kubectl("get", "resourceclaim", name, "-o", "jsonpath={.metadata.uid}")
             outcomes[name] = "admitted" if pod["status"]["phase"] == "Running" else pod["status"].get("reason", "")
         else:
             admitted = pods.create_and_wait(cluster, Step(name, g(*what)).pod(""), node.node, image)
             uids[name] = admitted.uid
             outcomes[name] = "admitted" if admitted.phase == "Running" else admitted.reason
         states.append(node.state_bytes())
-    return outcomes, states, uids
+        cci.append(_comparable(node.cci_manager_state()))
+    return outcomes, states, uids, claims, cci
 
 
-def _on_embedded(uids: dict[str, str]) -> tuple[dict[str, str], list[bytes]]:
+def _comparable(data: dict) -> dict:
+    """cci_manager_state's CCI records, without what must differ between the nodes: container ids (two runtimes)
+    and the driver's name (registered under a DRA name on kind). The embedded node's snapshot also carries
+    a generation, a journal epoch and the cpu_manager_state checksums; the kubelet writes whole files."""
+    # Records of CCI containers only: the embedded node's snapshot is its whole store (S3.5), static and shared
+    # containers included; the kubelet keeps those in its static policy's state alone (cpu_manager_state,
+    # compared byte for byte above).
+    content = {"mode": data["mode"], "pending": data["pending"],
+               "containers": [r for r in data["containers"] if r["source"] == "cci"]}
+    for entry in content["containers"] + content["pending"]:
+        entry["containerID"] = "<id>" if entry.get("containerID") else ""
+        entry["driver"] = "<driver>"
+    return content
+
+
+def _on_embedded(uids: dict[str, str], claims: dict[str, str]):
     profile = {**INTEL_PROFILE, "cci": True}
     workdir = Path(tempfile.mkdtemp(prefix="cci-", dir="/tmp"))  # short: unix sockets live here
     session = EmbeddedBackend().open(SessionConfig(library.load(INTEL), profile, GO_REFERENCE, workdir))
-    outcomes, states = {}, []
+    outcomes, states, cci = {}, [], []
     try:
         for name, what in STEPS:
             if what is None:
                 session.delete_pod(uids[name])
             else:
                 if isinstance(what, dict):
-                    pod = PodSpec(pods.NAMESPACE, name, uids[name], (ContainerSpec("c0", claim="cci"),),
-                                  (ClaimRef("cci", f"claim-{name}", what),))
+                    # The claim is named as its ResourceClaim on kind (claim_name, kubelet-cci "Claims").
+                    pod = PodSpec(pods.NAMESPACE, name, uids[name], (ContainerSpec("c0", claim=name),),
+                                  (ClaimRef(name, claims[name], what),))
                 else:
                     pod = Step(name, g(*what)).pod(uids[name])
                 result = session.create_pod(pod)
                 outcomes[name] = "admitted" if result.admitted else result.reason
             states.append(session.state_files().get("cpu_manager_state", b""))
+            cci.append(_comparable(json.loads(session.persisted_state().cci_content)))
     finally:
         session.close()
         shutil.rmtree(workdir, ignore_errors=True)
-    return outcomes, states
+    return outcomes, states, cci
 
 
 def test_claims_and_static_pods_agree_with_the_embedded_node(cluster, intel_worker, cci_driver):
@@ -87,15 +106,17 @@ def test_claims_and_static_pods_agree_with_the_embedded_node(cluster, intel_work
              what=f"{intel_worker} to have no exclusive assignments")
     created = {name for name, what in STEPS if what is not None}
     try:
-        real_outcomes, real_states, uids = _on_kubelet(cluster, node)
+        real_outcomes, real_states, uids, claims, real_cci = _on_kubelet(cluster, node)
     finally:
         for name in created:
             cluster.kubectl("delete", "pod", name, "--ignore-not-found", "--wait=false")
             cluster.kubectl("delete", "resourceclaim", name, "--ignore-not-found")
-    ours_outcomes, ours_states = _on_embedded(uids)
+    ours_outcomes, ours_states, ours_cci = _on_embedded(uids, claims)
     assert real_outcomes == ours_outcomes
     assert real_outcomes["xd-big"] == "CCIAdmitError" and list(real_outcomes.values()).count("admitted") == 8
     # Not vacuous: the CCI grants are cpu_manager_state entries on both sides (spec S3.5, one store).
     assert uids["xd-c4"].encode() in real_states[0] and uids["xd-cds"].encode() in real_states[2]
     for i, ((name, what), real, ours) in enumerate(zip(STEPS, real_states, ours_states, strict=True)):
         assert real == ours, f"step {i} ({name} {what}): kubelet {real.decode()}\n  embedded {ours.decode()}"
+    for i, ((name, what), real, ours) in enumerate(zip(STEPS, real_cci, ours_cci, strict=True)):
+        assert real == ours, f"cci_manager_state after step {i} ({name} {what}):\n  kubelet {real}\n  embedded {ours}"
