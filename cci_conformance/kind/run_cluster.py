@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -86,6 +87,10 @@ class RunCluster:
         self.slots = len(key.topology.online_cpus) - len(config.reserved)  # docs/spec.md S3.9: one per CPU
         self.timings: dict[str, float] = {}
         atexit.register(self.delete)
+        # SIGTERM (CI or `timeout` stopping the run) must delete the cluster like Ctrl-C does: as an interrupt,
+        # so pytest ends and atexit runs (the default action would end the process without either).
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _interrupt)
         started = time.monotonic()
         try:
             self.cluster.create()
@@ -125,3 +130,7 @@ class RunCluster:
         if self.cluster.created:
             say(f"kind backend: deleting cluster {self.cluster.plan.name}")
         self.cluster.delete()
+
+
+def _interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
+    raise KeyboardInterrupt(f"signal {signum}")

@@ -48,6 +48,7 @@ class KindSession:
         self._carried = (0, 0)  # (kubelet generation, registrations seen in driver pods this session replaced)
         self._image = pods.pause_image(self.cluster, self.node)
         self._namespaces: set[str] = set()
+        self._driver_stopped = False  # stop_driver() took the DaemonSet off the worker
         self._clean_node()
         if self.driver not in self.snapshot().drivers:
             self.start_driver()
@@ -169,6 +170,8 @@ class KindSession:
         wait_for(lambda: not cci_deploy.slice_exists(self.cluster, self.plan), 60, interval=0.5,
                  what="the restarted kubelet to wipe its node's ResourceSlices")
         cci_deploy.republish_slice(self.cluster, self.plan, self.run.slots)
+        if self._driver_stopped:
+            return  # no driver to register: start_driver() waits for it
         wait_for(lambda: self.driver in self.snapshot().drivers, self.manifest.startup_timeout_s + 30, interval=0.5,
                  what=f"the restarted kubelet to register {self.driver} again")
 
@@ -209,6 +212,7 @@ class KindSession:
     def stop_driver(self, hard: bool = True) -> None:
         """The DaemonSet selects no node, so its pod goes and no new one comes (SIGKILL first when hard)."""
         self._select_worker(False)
+        self._driver_stopped = True
         self._replace_driver_pod(hard)
         if not hard:  # SIGTERM removes the registration socket (spec S1.9): the kubelet deregisters it
             wait_for(lambda: self.driver not in self.snapshot().drivers, 60, interval=0.5,
@@ -217,6 +221,7 @@ class KindSession:
     def start_driver(self) -> None:
         before = self._registrations()
         self._select_worker(True)
+        self._driver_stopped = False
         self._wait_registered(before)
 
     def _select_worker(self, on: bool) -> None:
