@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,6 +39,7 @@ def session():
     finally:
         opened.close()
         opened.run.delete()
+        shutil.rmtree(workdir, ignore_errors=True)
     name = opened.run.cluster.plan.name
     left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=io.x-k8s.kind.cluster={name}"],
                           capture_output=True, text=True, check=True).stdout.split()
