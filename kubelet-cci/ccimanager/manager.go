@@ -154,7 +154,7 @@ func (m *Manager) admit(ctx context.Context, req Request) (Grant, error) {
 	}
 	observeDriverAdmit(driver.Name, time.Since(call), outcomeOf(errOrNil(rej)))
 	if rej == nil {
-		if err := m.pool.Hold(req.PodUID, req.Container, grant.Held()); err != nil {
+		if err := holdIfAny(m.pool, req.PodUID, req.Container, grant.Held()); err != nil {
 			rej = reject(ReasonInvalidReply, true, "the CPU manager refused the grant: %v", err)
 		}
 	}
@@ -329,4 +329,14 @@ func outcomeOf(err error) string {
 	default:
 		return "error"
 	}
+}
+
+// holdIfAny makes a grant's held CPUs the container's cpu_manager_state assignment. A grant that holds
+// nothing (SHARED groups only) gets no entry: the static policy writes an entry only for a container it
+// gave CPUs of its own, and docs/spec.md S3.5 makes only held sets entries, as the embedded node does.
+func holdIfAny(pool Pool, podUID, container string, held cpuset.CPUSet) error {
+	if held.IsEmpty() {
+		return nil
+	}
+	return pool.Hold(podUID, container, held)
 }

@@ -279,3 +279,21 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		<-tick.C
 	}
 }
+
+func TestSharedOnlyGrantWritesNoCPUManagerEntry(t *testing.T) {
+	r := newRig(t, time.Second)
+	r.drv.reply = func(*cciv1alpha1.AdmitRequest) *cciv1alpha1.AdmitResponse {
+		return &cciv1alpha1.AdmitResponse{RSet: &cciv1alpha1.ResourceSet{Cpuset: "1-2", Exclusive: false}}
+	}
+	if _, err := r.m.Admit(context.Background(), request("p1", "c", `{"cpu attributes":[["SHARED"]],"cores":["2"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	// a SHARED group holds nothing: no cpu_manager_state entry, the shared pool keeps its CPUs (spec S3.5),
+	// as on the embedded node (the kind differential found the empty entry the kubelet used to write)
+	if _, ok := r.pool.assigned[key{"p1", "c"}]; ok {
+		t.Errorf("a SHARED-only grant got a cpu_manager_state entry: %v", r.pool.assigned)
+	}
+	if got := r.pool.Available(); !got.Equals(cpuset.New(1, 2, 3, 4, 5, 6, 7)) {
+		t.Errorf("available after a SHARED grant = %v, want 1-7", got)
+	}
+}

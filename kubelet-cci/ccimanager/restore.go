@@ -33,7 +33,7 @@ func (m *Manager) Restore(load func(*Checkpoint) error, notFound func(error) boo
 			continue
 		}
 		// cpu_manager_state was restored by the CPU manager before us: it must already hold the grant
-		if err := m.pool.Hold(r.PodUID, r.Container, grantOf(r).Held()); err != nil {
+		if err := holdIfAny(m.pool, r.PodUID, r.Container, grantOf(r).Held()); err != nil {
 			return RestoreError(m.cfg.StatePath, fmt.Sprintf("containers %s/%s: cpu_manager_state disagrees (%v)",
 				r.PodUID, r.Container, err))
 		}
