@@ -25,8 +25,11 @@ def tree():
         bins[group] = work / group
     recorder = work / "recorder"
     recorder.write_text("fake recorder")
+    patched = work / "kubelet-cci"  # the CCI-patched kubelet: /usr/bin/kubelet, not the stock build's
+    patched.write_text("fake patched kubelet")
     files = work / "files"
-    nodeimage._node_files(files, bins["k8s"], bins["ctrd"], bins["crictl"], recorder, "registry.k8s.io/pause:9")
+    nodeimage._node_files(files, bins["k8s"], patched, bins["ctrd"], bins["crictl"], recorder,
+                          "registry.k8s.io/pause:9")
     yield files
     shutil.rmtree(work, ignore_errors=True)
 
@@ -37,6 +40,7 @@ def test_kind_finds_version_manifests_and_kube_binaries(tree):
     assert (tree / "kind/manifests/default-storage.yaml").is_file()
     for name in ("kubeadm", "kubelet", "kubectl"):
         assert os.access(tree / "usr/bin" / name, os.X_OK)
+    assert (tree / "usr/bin/kubelet").read_text() == "fake patched kubelet"
     for name in ("cci-node-entrypoint", "cci-node-cni", "containerd", "crictl", "ctr"):
         assert os.access(tree / "usr/local/bin" / name, os.X_OK), name
     drop_in = (tree / "etc/systemd/system/kubelet.service.d/10-kubeadm.conf").read_text()
