@@ -44,9 +44,14 @@ def deploy(cluster: KindCluster, plan: CCIDriverDeployment, archive: Path, slots
     """Load the image, apply class, slice and DaemonSet, and wait until the kubelet accepted the driver's
     registration; returns the seconds from apply to registration."""
     cluster.load_archive(archive, [plan.node_name])
+    return apply_and_register(cluster, plan, cci_manifests.objects(plan, slots), timeout)
+
+
+def apply_and_register(cluster: KindCluster, plan: CCIDriverDeployment, items: list[dict], timeout: float) -> float:
+    """Apply the driver's objects and wait until the kubelet answered its registration (RegistrationRefused when
+    it refused); returns the seconds from apply to registration."""
     started = time.monotonic()
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
-                                                        "items": cci_manifests.objects(plan, slots)}))
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 
     def outcome() -> str:
         text = driver_log(cluster, plan)

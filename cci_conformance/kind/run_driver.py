@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import io
-import json
 import posixpath
 import subprocess
 import tarfile
-import time
 from pathlib import Path
 
-from ..waiting import wait_for
 from . import cci_manifests
-from .cci_deploy import REFUSED, REGISTERED, RegistrationRefused, driver_log
+from .cci_deploy import apply_and_register
 from .cci_manifests import SYSFS_ROOT, CCIDriverDeployment
 from .cluster import KindCluster
 
@@ -66,17 +63,6 @@ def deploy(cluster: KindCluster, plan: CCIDriverDeployment, archive: Path, slots
     wait until the kubelet answered the driver's registration; returns seconds from apply to registration."""
     cluster.load_archive(archive, [plan.node_name])
     roots = copy_pci(plan.node_name, machine)
-    started = time.monotonic()
     items = [cci_manifests.device_class(plan.driver_name),
              cci_manifests.resource_slice(plan.driver_name, plan.node_name, slots), daemonset(plan, roots)]
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
-
-    def outcome() -> str:
-        text = driver_log(cluster, plan)
-        refused = [line for line in text.splitlines() if REFUSED in line]
-        return refused[-1] if refused else ("ok" if REGISTERED in text else "")
-    answer = wait_for(outcome, timeout=timeout, interval=0.5,
-                      what=f"the kubelet of {plan.node_name} to register CCI driver {plan.driver_name}")
-    if answer != "ok":
-        raise RegistrationRefused(answer)
-    return time.monotonic() - started
+    return apply_and_register(cluster, plan, items, timeout)
