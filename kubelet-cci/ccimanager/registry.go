@@ -15,7 +15,17 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/klog/v2"
 	"google.golang.org/grpc/status"
+)
+
+// The kubelet's journal lines of registrations (klog InfoS messages): the harness's kind backend reads a
+// driver's registrations and refusal reasons from them (cci_conformance/kind/node_view.py), whatever the
+// driver logs itself.
+const (
+	LogRegistered   = "CCI driver registered"
+	LogRefused      = "CCI driver registration refused"
+	LogDeregistered = "CCI driver deregistered"
 )
 
 // PluginType is the PluginInfo.type a CCI driver advertises to the kubelet's plugin watcher
@@ -81,6 +91,9 @@ func ValidateInfo(name, endpoint string, versions []string, pluginsDir string) s
 // NotifyRegistrationStatus.
 func (r *Registry) ValidatePlugin(name, endpoint string, versions []string) error {
 	if reason := ValidateInfo(name, endpoint, versions, r.pluginsDir); reason != "" {
+		// Logged at the default verbosity: the kubelet's plugin manager logs a refusal without its reason,
+		// and the harness reads registrations from the kubelet's journal, not from the driver's own log.
+		klog.InfoS(LogRefused, "driver", name, "endpoint", endpoint, "reason", reason)
 		return errors.New(reason)
 	}
 	return nil
@@ -92,7 +105,9 @@ func (r *Registry) ValidatePlugin(name, endpoint string, versions []string) erro
 func (r *Registry) RegisterPlugin(name, endpoint string, versions []string, _ *time.Duration) error {
 	conn, err := grpc.NewClient("unix://"+endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return fmt.Errorf("CCI driver %s: cannot open a channel to %s: %w", pyRepr(name), pyRepr(endpoint), err)
+		err = fmt.Errorf("CCI driver %s: cannot open a channel to %s: %w", pyRepr(name), pyRepr(endpoint), err)
+		klog.InfoS(LogRefused, "driver", name, "endpoint", endpoint, "reason", err.Error())
+		return err
 	}
 	driver := &Driver{Name: name, Endpoint: endpoint, conn: conn, client: cciv1alpha1.NewCCIDriverClient(conn), timeout: r.timeout}
 	r.mu.Lock()
@@ -103,6 +118,7 @@ func (r *Registry) RegisterPlugin(name, endpoint string, versions []string, _ *t
 	if old != nil {
 		time.AfterFunc(r.timeout, func() { _ = old.conn.Close() })
 	}
+	klog.InfoS(LogRegistered, "driver", name, "endpoint", endpoint)
 	if hook != nil {
 		hook(name)
 	}
@@ -121,6 +137,7 @@ func (r *Registry) DeRegisterPlugin(name, endpoint string) {
 	}
 	r.mu.Unlock()
 	if driver != nil {
+		klog.InfoS(LogDeregistered, "driver", name, "endpoint", endpoint)
 		_ = driver.conn.Close()
 	}
 }
