@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"k8s.io/klog/v2"
 	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
 )
 
 // The kubelet's journal lines of registrations (klog InfoS messages): the harness's kind backend reads a
