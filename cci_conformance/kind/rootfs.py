@@ -30,6 +30,10 @@ MASKED_UNITS = (
     "sys-kernel-debug.mount", "sys-kernel-tracing.mount", "systemd-journald-audit.socket",
 )
 
+# Emptied in every rootfs we make (the node's and the Python driver image's base).
+TRIMMED_DIRS = ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man",
+                "usr/share/locale", "usr/share/info")
+
 
 def debian_mirror() -> str:
     return os.environ.get("CCI_KIND_DEBIAN_MIRROR", "http://deb.debian.org/debian")
@@ -48,12 +52,24 @@ def _trim(root: Path) -> None:
     # An empty machine-id makes systemd generate a fresh one at each node's first boot.
     (root / "etc/machine-id").write_text("")
     (root / "var/lib/dbus/machine-id").unlink(missing_ok=True)
-    for path in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man",
-                 "usr/share/locale", "usr/share/info"):
+    trim_caches(root)
+
+
+def trim_caches(root: Path) -> None:
+    """Empty what no container reads: apt's downloads and lists, docs, man pages, locales."""
+    for path in TRIMMED_DIRS:
         target = root / path
         if target.is_dir():
             shutil.rmtree(target)
             target.mkdir(parents=True)
+
+
+def debootstrap(root: Path, packages: tuple[str, ...], log: Path) -> None:
+    """A fresh ``debootstrap --variant=minbase`` of the pinned suite into ``root`` (replacing it)."""
+    if root.exists():
+        shutil.rmtree(root)
+    run(["debootstrap", "--variant=minbase", f"--include={','.join(packages)}", versions.DEBIAN_SUITE,
+         str(root), debian_mirror()], timeout=1800, log=log, nice=True)
 
 
 def build_rootfs() -> Path:
@@ -64,12 +80,9 @@ def build_rootfs() -> Path:
         return tarball
     work = step.prepare()
     root = work / "root"
-    if root.exists():
-        shutil.rmtree(root)
     log = work / "build.log"
     say(f"debootstrap {versions.DEBIAN_SUITE} node rootfs (log: {log})")
-    run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", versions.DEBIAN_SUITE,
-         str(root), debian_mirror()], timeout=1800, log=log, nice=True)
+    debootstrap(root, PACKAGES, log)
     _trim(root)
     run(["tar", "--numeric-owner", "--xattrs", "-C", str(root), "-cf", str(tarball), "."], timeout=600, log=log)
     shutil.rmtree(root)
