@@ -20,6 +20,13 @@ from .summary import PROGRESS_PREFIX, summary_lines
 PYTEST_USAGE_ERROR = 4
 INTERRUPT_GRACE_S = 30.0  # time the pytest process gets to write its partial report after SIGINT
 
+# A driver manifest with protocol dra/v1 (a DRA kubelet plugin) is certified by the dra-cpu suites on
+# kind (docs/dra-cpu.md): these replace the defaults of --suites, --backend and --topology for it.
+DRA_SUITES = "dra_cpu"
+DRA_BACKEND = "kind"
+DRA_TOPOLOGIES = ("laptop-1s4c-smt2", "server-2s8c-smt2-intel")
+DRA_NODE_PROFILE = "node-none.yaml"  # in the dra-cpu suites' folder: kubelet policy none, no CCI
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
@@ -30,13 +37,16 @@ def add_parser(subparsers) -> None:
     p.add_argument("--driver", metavar="DIR|MANIFEST", help="driver folder (with driver.yaml) or manifest "
                    "(default: the reference driver)")
     p.add_argument("--topology", metavar="NAME", nargs="+", action="extend",
-                   help=f"library topology names or spec files (default: {' '.join(DEFAULT_TOPOLOGIES)})")
+                   help=f"library topology names or spec files (default: {' '.join(DEFAULT_TOPOLOGIES)}; "
+                        f"for a dra/v1 driver: {' '.join(DRA_TOPOLOGIES)})")
     p.add_argument("--profile", metavar="NAME|FILE", default="default", help="latency profile (default: default)")
-    p.add_argument("--backend", default=DEFAULT_BACKEND, help=f"where node and driver run (default: {DEFAULT_BACKEND})")
+    p.add_argument("--backend", default=None, help=f"where node and driver run (default: {DEFAULT_BACKEND}; "
+                   f"{DRA_BACKEND} for a dra/v1 driver)")
     p.add_argument("--node-profile", metavar="NAME|FILE", help="node profile (default: coexistence)")
     p.add_argument("-n", "--workers", type=int, default=0, metavar="N", help="pytest-xdist worker processes")
     p.add_argument("--report-dir", metavar="DIR", help="bundle directory (default: ./cci-reports/<timestamp>)")
-    p.add_argument("--suites", metavar="DIR", help="conformance suites folder (default: the harness's suites/)")
+    p.add_argument("--suites", metavar="DIR", help="conformance suites folder (default: the harness's suites/; "
+                   f"suites/{DRA_SUITES}/ for a dra/v1 driver)")
     p.add_argument("--catalog", metavar="FILE", help="requirement catalog (default: <suites>/requirements.yaml)")
     p.add_argument("-k", dest="keyword", metavar="EXPR", help="only tests matching EXPR (a partial run "
                    "leaves requirements untested, so it cannot certify)")
@@ -46,19 +56,26 @@ def add_parser(subparsers) -> None:
 
 
 def _settings(args) -> tuple[RunSettings, Path]:
-    suites = Path(args.suites).resolve() if args.suites else SUITES_DIR
+    if args.workers < 0:
+        raise ConfigError("worker count must be 0 or more", field="-n", fix="use -n 2, or leave it out")
+    settings = RunSettings(profile=args.profile)
+    if args.driver:
+        settings.driver = Path(args.driver).resolve()
+    dra = settings.manifest.is_dra  # ConfigError names a bad manifest
+    default_suites = SUITES_DIR / DRA_SUITES if dra else SUITES_DIR
+    suites = Path(args.suites).resolve() if args.suites else default_suites
     if not suites.is_dir():
         raise ConfigError("suites folder not found", file=str(suites), field="--suites",
                           fix="pass the folder that holds the conformance test modules")
-    if args.workers < 0:
-        raise ConfigError("worker count must be 0 or more", field="-n", fix="use -n 2, or leave it out")
-    settings = RunSettings(profile=args.profile, backend=args.backend)
-    if args.driver:
-        settings.driver = Path(args.driver).resolve()
+    settings.backend = args.backend or (DRA_BACKEND if dra else DEFAULT_BACKEND)
     if args.topology:
         settings.topologies = tuple(args.topology)
+    elif dra:
+        settings.topologies = DRA_TOPOLOGIES
     if args.node_profile:
         settings.node_profile = args.node_profile
+    elif dra and (suites / DRA_NODE_PROFILE).is_file():
+        settings.node_profile = str(suites / DRA_NODE_PROFILE)
     catalog = Path(args.catalog) if args.catalog else suites / "requirements.yaml"
     settings.catalog_path = catalog.resolve()
     return settings, suites

@@ -105,7 +105,8 @@ class CertificationReporter:
             name, caps, version, manifest_path = None, [], None, Path(settings.driver)
         if self.driver_digest is False:  # once, at the first write: the digest of what this run started
             folder = manifest_path if manifest_path.is_dir() else manifest_path.parent
-            self.driver_digest = bundle.folder_digest(folder) if name else None
+            # A backend that ran something else than the folder (the kind image of a DRA driver) says so here.
+            self.driver_digest = settings.extra.get("driver_digest") or (bundle.folder_digest(folder) if name else None)
         topologies = []
         for topo_name in settings.topologies:
             entry = {"name": topo_name}

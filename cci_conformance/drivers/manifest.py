@@ -25,6 +25,7 @@ DEFAULT_BUILD_TIMEOUT_S = 300.0
 PLACEHOLDERS = ("registry_dir", "plugin_dir", "sysfs_root", "proc_root", "state_dir", "driver_name", "python")
 # local.build runs before any session exists, so only the values known then (docs/spec.md S1.10).
 BUILD_PLACEHOLDERS = ("python", "driver_name")
+DRA_PROTOCOL = "dra/v1"
 _PLACEHOLDER_RE = re.compile(r"\{([^{}]*)\}")
 
 
@@ -50,6 +51,12 @@ class DriverManifest:
     version: str | None = None
     build: tuple[str, ...] = ()
     build_timeout_s: float = DEFAULT_BUILD_TIMEOUT_S
+    dra_module: str = ""  # protocol dra/v1: the Go module its image is built from
+
+    @property
+    def is_dra(self) -> bool:
+        """A DRA kubelet plugin: deployed on kind by the dra-cpu suites, never started as a local process."""
+        return self.protocol == DRA_PROTOCOL
 
     @property
     def folder(self) -> Path:
@@ -76,6 +83,10 @@ class DriverManifest:
 
     def argv(self, **kwargs) -> list[str]:
         """``local.command`` with its placeholders filled in (keyword arguments as for :meth:`values`)."""
+        if self.is_dra:
+            raise ConfigError(f"driver {self.name!r} speaks {DRA_PROTOCOL}: it has no local command",
+                              file=str(self.path), field="protocol", fix="certify it with the dra-cpu suites on kind: "
+                              f"cci-conformance run --driver {self.folder}")
         values = self.values(**kwargs)
         return [substitute(arg, values) for arg in self.command]
 
@@ -110,6 +121,9 @@ def _schema_error(err: jsonschema.ValidationError, file: str) -> ConfigError:
         key = f"{where}.{extra[0]}" if extra and where != "(top level)" else (extra[0] if extra else where)
         return ConfigError(f"unknown key {extra[0] if extra else '?'!r}", file=file, field=key,
                            fix="allowed keys here: " + ", ".join(allowed))
+    if err.validator == "not":  # the schema's one `not`: a dra/v1 manifest with a local section
+        return ConfigError("a dra/v1 driver has no local section", file=file, field="local",
+                           fix="remove local: the harness deploys a DRA driver on kind from its image")
     if err.validator == "required":
         return ConfigError(err.message, file=file, field=where, fix="add the missing key (see docs/spec.md S1.10)")
     return ConfigError(err.message, file=file, field=where, fix="see the driver manifest schema (docs/spec.md S1.10)")
@@ -129,8 +143,8 @@ def parse_manifest(data: object, path: Path) -> DriverManifest:
     if unknown:
         raise ConfigError(f"unknown capability {unknown[0]!r}", file=file, field="capabilities",
                           fix="known capabilities: " + ", ".join(KNOWN_CAPABILITIES))
-    local = data["local"]
-    for i, arg in enumerate(local["command"]):
+    local = data.get("local", {})  # absent only for dra/v1 (the schema requires it for cci/v1alpha1)
+    for i, arg in enumerate(local.get("command", ())):
         _check_placeholders(arg, file, f"local.command[{i}]")
     for i, arg in enumerate(local.get("build", ())):
         _check_placeholders(arg, file, f"local.build[{i}]", BUILD_PLACEHOLDERS)
@@ -140,12 +154,13 @@ def parse_manifest(data: object, path: Path) -> DriverManifest:
     kind = data.get("kind", {})
     return DriverManifest(
         name=data["name"], protocol=data["protocol"], capabilities=frozenset(caps),
-        command=tuple(local["command"]), path=path.resolve(), env=env,
+        command=tuple(local.get("command", ())), path=path.resolve(), env=env,
         startup_timeout_s=float(data.get("startup_timeout_s", DEFAULT_STARTUP_TIMEOUT_S)),
         description=data.get("description", ""), kind_image=kind.get("image", ""),
         kind_manifests=tuple(kind.get("manifests", ())), version=data.get("version"),
         build=tuple(local.get("build", ())),
         build_timeout_s=float(local.get("build_timeout_s", DEFAULT_BUILD_TIMEOUT_S)),
+        dra_module=data.get("dra", {}).get("module", ""),
     )
 
 

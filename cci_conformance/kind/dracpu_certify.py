@@ -1,17 +1,18 @@
-"""`cci-conformance kind certify-dra-cpu`: the dra-cpu scenarios on one kind cluster per topology, as findings."""
+"""The dra-cpu scenarios on one kind cluster, as findings; `cci-conformance kind certify-dra-cpu`, a run of them."""
 
 from __future__ import annotations
 
-import json
+import argparse
 import time
 import traceback
+from datetime import datetime
 from pathlib import Path
 
-from ..certify.catalog import load_catalog
+from ..certify import bundle
 from ..errors import ConfigError
-from ..paths import SUITES_DIR
+from ..paths import DRIVERS_DIR, SUITES_DIR
 from ..topology import library
-from . import dracpu, dracpu_static, nodeimage, toolchain
+from . import dracpu, nodeimage, toolchain
 from .cluster import KindCluster
 from .cluster_config import ClusterPlan, NodePlan
 from .dracpu_manifests import DriverDeployment, feature_gates
@@ -115,38 +116,61 @@ def verdicts(run: dict, catalog_ids: list[str]) -> dict[str, dict]:
     return {rid: out[rid] for rid in catalog_ids}
 
 
+DRIVER_DIR = DRIVERS_DIR / "dra-driver-cpu"
+
+
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("certify-dra-cpu", help="run the dra-cpu profile against kubernetes-sigs/"
-                                   "dra-driver-cpu on kind, one cluster per topology; writes findings JSON")
-    parser.add_argument("--topology", action="append", required=True, help="library topology (repeatable)")
-    parser.add_argument("--static-topology", action="append", default=[],
-                        help="also run ROBUST-502 on a worker with the static CPU manager policy (repeatable)")
-    parser.add_argument("--device-mode", default="individual", choices=("individual", "grouped"),
-                        help="the driver's --cpu-device-mode (grouped turns on DRAConsumableCapacity)")
-    parser.add_argument("--version", default=dracpu.TARGETS[0].version, help="driver version (a build target)")
-    parser.add_argument("--name-prefix", default="cci-dracpu-", help="cluster names: <prefix><n>")
-    parser.add_argument("--out", default="dra-cpu-findings.json", help="findings file (JSON)")
-    parser.add_argument("--logs-dir", default=None, help="export cluster logs here when a scenario fails to run")
+    parser = subparsers.add_parser(
+        "certify-dra-cpu", help="certify kubernetes-sigs/dra-driver-cpu on kind against the dra-cpu catalog "
+        "(cci-conformance run --driver drivers_under_test/dra-driver-cpu, plus a findings table)")
+    parser.add_argument("--topology", action="append", default=None,
+                        help="library topology, one individual-mode cluster each (repeatable; default: "
+                             "laptop-1s4c-smt2 server-2s8c-smt2-intel)")
+    parser.add_argument("--grouped-topology", action="append", default=None,
+                        help="also a grouped-mode cluster (repeatable; default: the first topology with more "
+                             "than one NUMA node; none: no such cluster)")
+    parser.add_argument("--static-topology", action="append", default=None,
+                        help="also a static-policy worker for ROBUST-502 (repeatable; default: the first topology; "
+                             "none: no such cluster)")
+    parser.add_argument("--report-dir", default=None, help="bundle directory (default: ./cci-reports/<timestamp>)")
+    parser.add_argument("--timeout", type=float, default=3600.0, metavar="S", help="deadline of the whole run")
     parser.set_defaults(handler=_cli)
 
 
+def run_args(args) -> argparse.Namespace:
+    """The `cci-conformance run` arguments of this command: the same suites, reporter and bundle."""
+    extra = [f"--dra-grouped-topology={t}" for t in args.grouped_topology or ()]
+    extra += [f"--dra-static-topology={t}" for t in args.static_topology or ()]
+    return argparse.Namespace(driver=str(DRIVER_DIR), topology=args.topology, profile="default", backend=None,
+                              node_profile=None, workers=0, report_dir=args.report_dir, suites=None, catalog=None,
+                              keyword=None, timeout=args.timeout, pytest_args=extra)
+
+
+def findings_table(report: dict) -> list[str]:
+    """One line per requirement and cluster: the test's outcome and the start of its reason."""
+    lines = []
+    for req in report["requirements"]:
+        for test in req["tests"]:
+            cluster = test["nodeid"].partition("[")[2].rstrip("]") or "-"
+            lines.append(f"{cluster:34s} {req['id']:12s} {test['outcome']:8s} {test['reason'][:100]}")
+        if not req["tests"]:
+            lines.append(f"{'-':34s} {req['id']:12s} {'missing':8s} {req['reason'][:100]}")
+    return lines
+
+
 def _cli(args) -> int:
-    dracpu.target(args.version)
     if not nodeimage.image_exists(nodeimage.default_image()):
         raise ConfigError("no node image", field="--image", fix="cci-conformance kind build-node-image")
-    ids = [r.id for r in load_catalog(CATALOG).requirements]
-    runs = []
-    jobs = [(t, cluster_plan, SCENARIOS, ids) for t in args.topology]
-    jobs += [(t, dracpu_static.cluster_plan, (dracpu_static.coexistence,), list(STATIC_ONLY))
-             for t in args.static_topology]
-    for i, (topology_name, factory, scenarios, wanted) in enumerate(jobs):
-        run = certify_topology(topology_name, args.version, f"{args.name_prefix}{i}", plan_factory=factory,
-                               scenarios=scenarios, device_mode=args.device_mode,
-                               logs_dir=Path(args.logs_dir) / f"{i}-{topology_name}" if args.logs_dir else None)
-        run["verdicts"] = verdicts(run, wanted)
-        runs.append(run)
-        Path(args.out).write_text(json.dumps(runs, indent=1))
-        for rid, v in run["verdicts"].items():
-            print(f"{topology_name:28s} {rid:12s} {v['verdict']:13s} {v['evidence'][0][:110] if v['evidence'] else ''}")
-    failed = any(v["verdict"] != "pass" for run in runs for v in run["verdicts"].values())
-    return 1 if failed else 0
+    from ..certify import cli as certify_cli
+    from ..certify.report import load_report
+
+    namespace = run_args(args)
+    if namespace.report_dir is None:
+        namespace.report_dir = str(Path("cci-reports") / datetime.now().strftime("%Y%m%d-%H%M%S"))
+    rc = certify_cli.run(namespace)
+    report_path = Path(namespace.report_dir) / bundle.REPORT_JSON
+    if report_path.is_file():
+        print()
+        for line in findings_table(load_report(report_path)):
+            print(line)
+    return rc

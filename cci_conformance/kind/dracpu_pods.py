@@ -11,18 +11,22 @@ MAX_DEVICES_PER_CLAIM = 32
 CAPACITY = "dra.cpu/cpu"  # the group devices' consumable capacity in `grouped` mode (v0.2.0)
 
 
-def claim(name: str, count: int, *, grouped: bool = False) -> dict:
+def claim(name: str, count: int, *, grouped: bool = False, numa_node: int | None = None) -> dict:
     """A ResourceClaim for exactly ``count`` CPUs of the driver.
 
     `individual` mode: ``count`` devices, one per CPU. `grouped` mode: one group device (a NUMA node
-    or socket) and ``count`` of its consumable `dra.cpu/cpu` capacity (KEP-5075).
+    or socket) and ``count`` of its consumable `dra.cpu/cpu` capacity (KEP-5075). ``numa_node``: only
+    devices with that `numaNodeID` attribute (a CEL selector, so the scheduler picks one on that node).
     """
-    if not 1 <= count <= MAX_DEVICES_PER_CLAIM:
+    if count < 1 or (count > MAX_DEVICES_PER_CLAIM and not grouped):  # grouped: one device, any capacity
         raise ValueError(f"a claim holds 1..{MAX_DEVICES_PER_CLAIM} devices, not {count}")
     exactly: dict = {"deviceClassName": DRIVER_NAME, "allocationMode": "ExactCount", "count": count}
     if grouped:
         exactly["count"] = 1
         exactly["capacity"] = {"requests": {CAPACITY: str(count)}}
+    if numa_node is not None:
+        domain = DRIVER_NAME  # attributes are published as dra.cpu/<name>; CEL reads them per domain
+        exactly["selectors"] = [{"cel": {"expression": f'device.attributes["{domain}"].numaNodeID == {numa_node}'}}]
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",

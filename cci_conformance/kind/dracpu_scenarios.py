@@ -26,10 +26,11 @@ class Finding:
     verdict: str
     scenario: str
     evidence: list[str] = field(default_factory=list)
+    figures: list[dict] = field(default_factory=list)  # report.json figures: name, value, unit
 
     def as_dict(self) -> dict:
         return {"requirement": self.requirement, "verdict": self.verdict, "scenario": self.scenario,
-                "evidence": self.evidence}
+                "evidence": self.evidence, "figures": self.figures}
 
 
 def grants_of(pods: list[ClaimedPod], end: int | None = None) -> list[Grant]:
@@ -83,12 +84,19 @@ def steady(s: DraCpuSession) -> list[Finding]:
     pods = [s.claimed_pod("st-core", (tpc,)), s.claimed_pod("st-odd", (3,))]
     if n - tpc - 3 >= 3:
         pods.append(s.claimed_pod("st-multi", (1, 1)))
+    grouped = s.deployment.device_mode == "grouped"
+    nodes = sorted(s.topology.node_cpus)
+    if grouped and len(nodes) > 1:
+        # The scheduler fills the first group device; a claim for the last NUMA node's device (a CEL
+        # selector) makes the driver pick CPUs for a group other than the first (multi-NUMA).
+        pods.append(s.claimed_pod("st-far", (tpc,), numa_node=nodes[-1]))
     records = s.log_records()
     violations = replay(s, grants_of(pods), start, live)
     found = []
     wrong = []
     individual = s.deployment.device_mode == "individual"
     cpu_of = dracpu_slices.device_cpus(s.published()) if individual else {}
+    numa: dict[str, set[int]] = {}
     for p in pods:
         want, creates = union_of(p), dracpu_log.creates_of(records, POD_NS, p.pod, "c0")
         asked = creates[0].cpus if creates else "no create"
@@ -100,10 +108,22 @@ def steady(s: DraCpuSession) -> list[Finding]:
                       for c, devices in s.pod_resource_devices(p.pod).items()}
             if listed != {c: v for c, v in p.cpus.items()}:
                 wrong.append(f"{p.pod}: pod-resources lists {listed}, the allocation is {p.cpus}")
+        elif grouped:
+            # The allocation names group devices (NUMA nodes): the CPUs must be of those nodes.
+            allowed: frozenset[int] = frozenset()
+            numa[p.pod] = set()
+            for claim in p.claims:
+                nodes, cpus = dracpu_slices.group_node_cpus(s.get("resourceclaim", claim), s.published(), s.topology)
+                numa[p.pod] |= nodes
+                allowed |= cpus
+            if not want <= allowed:
+                wrong.append(f"{p.pod}: CPUs {format_cpulist(want)} outside its group devices' NUMA node(s) "
+                             f"{sorted(numa[p.pod])} ({format_cpulist(allowed)})")
+    also = {p.pod: "; pod-resources lists the same devices" if individual else
+            f"; on NUMA node(s) {sorted(numa.get(p.pod, ()))}, those of its group devices" for p in pods}
     found.append(Finding("CLAIM-501", FAIL if wrong else PASS, "steady", wrong or [
         f"{p.pod}: claims {', '.join(f'{c}={format_cpulist(v)}' for c, v in p.cpus.items())}; "
-        "the container's create asked for exactly their union" + ("; pod-resources lists the same devices"
-                                                                  if individual else "") for p in pods]))
+        "the container's create asked for exactly their union" + also[p.pod] for p in pods]))
     claimed = [v for v in violations if v.claimed]
     all_cpus = [c for p in pods for c in union_of(p)]
     api_overlap = len(all_cpus) != len(set(all_cpus))
@@ -136,8 +156,28 @@ def latency(s: DraCpuSession, pods: list[str]) -> Finding:
     metric = [line for line in s.kubelet_metric("dra_operations_duration_seconds")
               if "PrepareResources" in line and ("_sum" in line or "_count" in line)]
     evidence = [f"scheduled->ready: {', '.join(f'{k} {v}s' for k, v in spans.items())}"] + metric[:4]
+    figures = [{"name": "scheduled_to_ready_max", "value": max(v for v in spans.values() if v is not None),
+                "unit": "s"}] if any(v is not None for v in spans.values()) else []
+    figures += prepare_figures(metric)
     # No kind latency budget is set yet (docs/dra-cpu.md): the figures are reported, not judged.
-    return Finding("LAT-501", INCONCLUSIVE, "steady", evidence + ["no dra-cpu budget on kind yet: measured only"])
+    return Finding("LAT-501", INCONCLUSIVE, "steady", evidence + ["no dra-cpu budget on kind yet: measured only"],
+                   figures)
+
+
+def prepare_figures(metric: list[str]) -> list[dict]:
+    """The mean of the kubelet's successful PrepareResources calls from its histogram's _sum and _count.
+
+    The kubelet 1.34 labels them is_error="true" (pkg/kubelet/cm/dra/manager.go: FormatBool(err == nil)).
+    """
+    values: dict[str, float] = {}
+    for line in metric:
+        name, _, rest = line.partition("{")
+        if 'is_error="true"' in rest and name.endswith(("_sum", "_count")):
+            values[name.rsplit("_", 1)[1]] = float(rest.rsplit(None, 1)[1])
+    if not values.get("count") or "sum" not in values:
+        return []
+    return [{"name": "prepare_resources_mean", "value": values["sum"] / values["count"], "unit": "s"},
+            {"name": "prepare_resources_calls", "value": values["count"], "unit": ""}]
 
 
 def shared_claim(s: DraCpuSession) -> list[Finding]:
@@ -174,11 +214,22 @@ def shared_claim(s: DraCpuSession) -> list[Finding]:
     return [found]
 
 
+def fill(s: DraCpuSession) -> list[int]:
+    """Claim sizes that take every CPU the driver manages.
+
+    `individual`: within the per-claim device cap. `grouped`: one claim per group device (a NUMA
+    node), each for that node's CPUs, because a claim takes capacity of one device only.
+    """
+    reserved = frozenset(s.deployment.reserved_cpus)
+    if s.deployment.device_mode == "grouped":
+        return [n for n in (len(frozenset(node.cpus) - reserved) for node in s.topology.nodes) if n]
+    return fill_counts(len(s.topology.online_cpus) - len(reserved))
+
+
 def empty_shared_pool(s: DraCpuSession) -> list[Finding]:
     """Claim every CPU the driver manages, then create a shared pod."""
     start, live = begin(s)
-    managed = len(s.topology.online_cpus) - len(s.deployment.reserved_cpus)
-    full = s.claimed_pod("es-full", tuple(fill_counts(managed)), timeout=180)
+    full = s.claimed_pod("es-full", tuple(fill(s)), timeout=180)
     s.shared_pod("es-shared", wait=False)
     try:
         s.wait_running("es-shared", timeout=60)

@@ -197,11 +197,12 @@ class DraCpuSession:
         return wait_for(running, timeout=timeout, interval=0.5, what=f"pod {name} running")
 
     def claimed_pod(self, name: str, counts: tuple[int, ...], *, restart: str = "Always",
-                    timeout: float = 120) -> ClaimedPod:
+                    timeout: float = 120, numa_node: int | None = None) -> ClaimedPod:
         """Claims of ``counts`` CPUs and a pod consuming them; waits until it runs."""
         names = tuple(f"{name}-c{i}" for i in range(len(counts)))
         grouped = self.deployment.device_mode == "grouped"
-        self.apply(*[dracpu_pods.claim(c, n, grouped=grouped) for c, n in zip(names, counts, strict=True)],
+        self.apply(*[dracpu_pods.claim(c, n, grouped=grouped, numa_node=numa_node)
+                     for c, n in zip(names, counts, strict=True)],
                    dracpu_pods.pod(name, self.node, self.pause(), names, restart=restart))
         self.wait_running(name, timeout)
         return ClaimedPod(name, names, self.claim_cpus(name, names), sum(counts))

@@ -42,6 +42,14 @@ def allocated_cpus(claim: dict, cpu_of: dict[str, int]) -> frozenset[int]:
     return frozenset(cpu_of[r["device"]] for r in results if r.get("driver") == DRIVER_NAME and r["device"] in cpu_of)
 
 
+def group_node_cpus(claim: dict, published: dict[str, dict], topology: Topology) -> tuple[set[int], frozenset[int]]:
+    """`grouped` mode: the NUMA nodes of the group devices a claim's allocation names, and their CPUs."""
+    results = ((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", [])
+    nodes = {published[r["device"]].get("dra.cpu/numaNodeID") for r in results
+             if r.get("driver") == DRIVER_NAME and r["device"] in published}
+    return nodes, frozenset().union(*(topology.node_cpus.get(n, frozenset()) for n in nodes))
+
+
 def mismatches(topology: Topology, published: dict[str, dict], reserved: frozenset[int] = frozenset()) -> list[str]:
     """Every way the published devices differ from the machine: the CPU set, and each CPU's attributes."""
     problems: list[str] = []

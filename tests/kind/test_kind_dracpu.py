@@ -1,21 +1,22 @@
-"""kind e2e: dra-driver-cpu v0.2.0 against the dra-cpu profile gives the verdicts its public history predicts."""
+"""kind e2e: dra-driver-cpu v0.2.0 through `cci-conformance run` gives the report its public history predicts."""
 
 from __future__ import annotations
 
-import os
+import json
 import shutil
 
 import pytest
 
-from cci_conformance.certify.catalog import load_catalog
+from cci_conformance.certify import bundle
+from cci_conformance.certify import cli as certify_cli
+from cci_conformance.certify.report import validation_errors
 from cci_conformance.kind import dracpu_certify
 
 pytestmark = pytest.mark.kind
-# Cluster names start with this (parallel runs on one host give each their own prefix).
-PREFIX = os.environ.get("CCI_E2E_CLUSTER_PREFIX", "cci-e2e-")
+TOPOLOGY = "laptop-1s4c-smt2"
 
-# v0.2.0's expected verdicts on a policy-none SMT-2 worker (docs/dra-cpu.md "Findings"): a pass
-# here where a fail is expected is a false pass of the harness, and the test says which.
+# v0.2.0's statuses in report.json on one policy-none SMT-2 worker in individual mode (docs/dra-cpu.md
+# "Findings"): a pass here where a fail is expected is a false pass of the harness, and the test says which.
 EXPECTED_V020 = {
     "CLAIM-501": "pass", "CLAIM-502": "pass", "CLAIM-503": "pass", "CLAIM-504": "pass",
     "ACCT-501": "fail",  # the claim is released in NRI StopContainer while still allocated
@@ -24,20 +25,27 @@ EXPECTED_V020 = {
     "RESTART-502": "fail",  # created while the NRI plugin is away: no cpuset (#109)
     "RESTART-503": "fail",  # a claim prepared before a driver restart is not rebuilt by Synchronize
     "ROBUST-501": "pass", "REG-501": "pass",
-    "LAT-501": "inconclusive",  # measured, no kind budget yet
-    "ROBUST-502": "not run",  # needs the static-policy worker (--static-topology)
+    "LAT-501": "untested",  # measured, no kind budget yet: never a pass
+    "ROBUST-502": "untested",  # needs the static-policy worker (--static-topology): not in this run
 }
 
 
-def test_v020_verdicts_match_its_public_history(node_image, tmp_path):
+def test_v020_report_matches_its_public_history(node_image, tmp_path, capsys):
     if shutil.which("go") is None:
         pytest.skip("Go is not installed: dra-driver-cpu cannot be built (cci-conformance kind build-dra-cpu)")
-    ids = [r.id for r in load_catalog(dracpu_certify.CATALOG).requirements]
-    run = dracpu_certify.certify_topology("laptop-1s4c-smt2", "v0.2.0", f"{PREFIX}dracpu-{os.getpid()}",
-                                          logs_dir=tmp_path / "logs")
-    assert run["errors"] == []
-    got = {rid: v["verdict"] for rid, v in dracpu_certify.verdicts(run, ids).items()}
+    namespace = dracpu_certify.run_args(type("Args", (), {  # the command's own `run` arguments
+        "topology": [TOPOLOGY], "grouped_topology": ["none"], "static_topology": ["none"],
+        "report_dir": str(tmp_path / "report"), "timeout": 1800.0})())
+    rc = certify_cli.run(namespace)
+    report = json.loads((tmp_path / "report" / bundle.REPORT_JSON).read_text())
+    assert rc == 1 and report["verdict"]["state"] == "not-certified", capsys.readouterr().out[-3000:]
+    assert validation_errors(report) == [] and report["errors"] == []
+    run = report["run"]
+    assert run["backend"] == "kind" and run["driver"]["name"] == "dra-driver-cpu"
+    assert run["driver"]["version"] == "v0.2.0" and run["driver"]["digest"]["of"] == "image"
+    got = {r["id"]: r["status"] for r in report["requirements"]}
     wrong = {rid: (got[rid], want) for rid, want in EXPECTED_V020.items() if got[rid] != want}
-    assert not wrong, f"(got, expected) per requirement: {wrong}; evidence in {tmp_path / 'logs'}"
-    # The recorder log the verdicts came from was saved with the run.
-    assert (tmp_path / "logs" / "cpusets.jsonl").stat().st_size > 0
+    assert not wrong, f"(got, expected) per requirement: {wrong}; bundle in {tmp_path / 'report'}"
+    # The recorder log the verdicts came from is in the bundle, and JUnit and HTML beside report.json.
+    assert (tmp_path / "report" / "sessions" / TOPOLOGY / "cpusets.jsonl").stat().st_size > 0
+    assert (tmp_path / "report" / bundle.JUNIT_XML).is_file() and (tmp_path / "report" / bundle.REPORT_HTML).is_file()

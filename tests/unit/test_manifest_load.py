@@ -65,7 +65,11 @@ ERRORS = [
     ("unbalanced brace", GOOD.replace('"driver.py"', '"driver{.py"'), "local.command[1]", "unbalanced brace"),
     ("unknown capability", GOOD.replace("[exclusive, shared]", "[exclusive, telepathy]"), "capabilities",
      "unknown capability 'telepathy'"),
-    ("wrong protocol", GOOD.replace("cci/v1alpha1", "dra/v1"), "protocol", "is not one of"),
+    ("wrong protocol", GOOD.replace("cci/v1alpha1", "cci/v2"), "protocol", "is not one of"),
+    ("dra with local", GOOD.replace("cci/v1alpha1", "dra/v1") + "dra: {module: example.com/d}\n", "local",
+     "a dra/v1 driver has no local section"),
+    ("dra without module", GOOD.split("local:")[0].replace("cci/v1alpha1", "dra/v1"), "(top level)",
+     "'dra' is a required property"),
     ("missing name", GOOD.replace("name: demo\n", ""), "(top level)", "'name' is a required property"),
     ("missing command", GOOD.split("local:")[0] + "local: {}\n", "local", "'command' is a required property"),
     ("command is a string", GOOD.split("local:")[0] + "local:\n  command: run.sh --x\n", "local.command",
@@ -136,3 +140,13 @@ def test_proc_root_is_the_proc_folder_beside_sysfs_root(tmp_path):
     m = load_manifest(write(tmp_path, GOOD.replace('"--sysfs-root={sysfs_root}"', '"--proc={proc_root}"')))
     argv = m.argv(registry_dir="/r", plugin_dir="/p", sysfs_root="/machine/sys", state_dir="/st")
     assert "--proc=/machine/proc" in argv
+
+
+def test_a_dra_manifest_names_its_module_and_has_no_command(tmp_path):
+    from cci_conformance.paths import DRIVERS_DIR
+
+    manifest = load_manifest(DRIVERS_DIR / "dra-driver-cpu")
+    assert manifest.is_dra and manifest.command == () and manifest.version == "v0.2.0"
+    assert manifest.dra_module == "github.com/kubernetes-sigs/dra-driver-cpu"
+    with pytest.raises(ConfigError, match="no local command"):
+        manifest.argv(registry_dir="r", plugin_dir="p", sysfs_root="s", state_dir="d")
