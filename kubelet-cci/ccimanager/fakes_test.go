@@ -172,11 +172,13 @@ func (s fileStore) load(c *Checkpoint) error {
 // rig is a manager wired to a fake driver "drv", a pool of CPUs 0-7 with 0 reserved, on 4 cores of 2 threads.
 type rig struct {
 	timeout time.Duration
-	dir   string
-	drv   *fakeDriver
-	pool  *fakePool
-	store fileStore
-	m     *Manager
+	dir     string
+	drv     *fakeDriver
+	pool    *fakePool
+	store   fileStore
+	m       *Manager
+	// own is the alpha mode's store (newAlphaRig); nil in coexistence, where pool stands for the static policy
+	own *OwnPool
 }
 
 func topology8() Topology {
@@ -191,13 +193,24 @@ func topology8() Topology {
 
 func newRig(t *testing.T, timeout time.Duration) *rig {
 	t.Helper()
+	return newRigWith(t, timeout, nil)
+}
+
+// newAlphaRig is newRig in the alpha mode: policy none, the manager's own store of CPUs 0-7 with 0 reserved.
+func newAlphaRig(t *testing.T) *rig {
+	t.Helper()
+	return newRigWith(t, time.Second, NewOwnPool(mustParse("0-7"), mustParse("0")))
+}
+
+func newRigWith(t *testing.T, timeout time.Duration, own *OwnPool) *rig {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "cci") // short: unix socket paths are limited to 108 bytes
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	r := &rig{timeout: timeout, dir: dir, drv: &fakeDriver{reply: grantAll("1-2")}, pool: newPool("0-7", "0"),
-		store: fileStore{path: filepath.Join(dir, CheckpointName)}}
+		store: fileStore{path: filepath.Join(dir, CheckpointName)}, own: own}
 	r.m = r.newManager()
 	sock := serve(t, dir, "drv", r.drv)
 	if err := r.m.Registry.ValidatePlugin("drv", sock, []string{SupportedVersion}); err != nil {
@@ -211,8 +224,12 @@ func newRig(t *testing.T, timeout time.Duration) *rig {
 }
 
 func (r *rig) newManager() *Manager {
-	return New(Config{Mode: ModeCoexistence, PluginsDir: filepath.Join(r.dir, "plugins"), Timeout: r.timeout,
-		Topology: topology8(), StatePath: r.store.path, Save: r.store.save}, r.pool)
+	mode, pool := ModeCoexistence, Pool(r.pool)
+	if r.own != nil {
+		mode, pool = ModeAlpha, r.own
+	}
+	return New(Config{Mode: mode, PluginsDir: filepath.Join(r.dir, "plugins"), Timeout: r.timeout,
+		Topology: topology8(), StatePath: r.store.path, Save: r.store.save}, pool)
 }
 
 func request(pod, container, params string) Request {

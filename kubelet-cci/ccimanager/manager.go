@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cciv1alpha1 "github.com/cci-conformance/cci-conformance/api/cci/v1alpha1"
@@ -74,12 +75,20 @@ type Manager struct {
 	mu      sync.Mutex
 	records map[key]Record
 	pending []Owed
+
+	// pinShared (alpha only) turns on shared-pool cpusets for containers without a grant (Affinity, alpha.go)
+	pinShared atomic.Bool
 }
 
 // New makes a manager; Start restores its checkpoint.
 func New(cfg Config, pool Pool) *Manager {
 	m := &Manager{cfg: cfg, Registry: NewRegistry(cfg.PluginsDir, cfg.Timeout), pool: pool, records: map[key]Record{}}
-	m.Registry.onRegister = func(string) { go m.FlushOwed(context.Background()) }
+	m.Registry.onRegister = func(string) {
+		if cfg.Mode == ModeAlpha { // a CCI driver is here: every container gets its cpuset (alpha.go)
+			m.pinShared.Store(true)
+		}
+		go m.FlushOwed(context.Background())
+	}
 	return m
 }
 

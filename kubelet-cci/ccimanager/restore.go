@@ -39,6 +39,9 @@ func (m *Manager) Restore(load func(*Checkpoint) error, notFound func(error) boo
 		}
 		m.records[k] = r
 	}
+	if len(m.records) > 0 && m.cfg.Mode == ModeAlpha { // grants are held: the shared pool is not every CPU
+		m.pinShared.Store(true)
+	}
 	return m.save()
 }
 

@@ -115,9 +115,10 @@ def _comparable(data: dict) -> dict:
     return content
 
 
-def _both_sides(cluster, worker: str, steps):
-    """Each step on the patched kubelet, then on the embedded node fed the API server's UIDs; what each
-    recorded after every step: (outcomes, cpu_manager_state, CCI records, runtime cpusets) per side."""
+def _both_sides(cluster, worker: str, steps, profile: dict | None = None):
+    """Each step on the patched kubelet, then on the embedded node (node profile ``profile``, by default the
+    worker's coexistence one) fed the API server's UIDs; what each recorded after every step: (outcomes,
+    cpu_manager_state, CCI records, runtime cpusets) per side (test_kind_cci_alpha.py runs it in alpha)."""
     node = NodeAccess(worker)
     wait_for(lambda: not node.cpu_manager_state().entries, timeout=60, interval=0.5,
              what=f"{worker} to have no exclusive assignments")
@@ -125,7 +126,7 @@ def _both_sides(cluster, worker: str, steps):
     uids, claims = {}, {}
     real, ours = ({}, [], [], []), ({}, [], [], [])
     workdir = Path(tempfile.mkdtemp(prefix="cci-", dir="/tmp"))  # short: unix sockets live here
-    session = EmbeddedBackend().open(SessionConfig(library.load(INTEL), {**INTEL_PROFILE, "cci": True},
+    session = EmbeddedBackend().open(SessionConfig(library.load(INTEL), profile or {**INTEL_PROFILE, "cci": True},
                                                    GO_REFERENCE, workdir))
     try:
         for name, what in steps:
