@@ -82,6 +82,25 @@ def _register_fixtures(config: pytest.Config) -> None:
             config.pluginmanager.register(module, f"cci-fixtures-{name}")
 
 
+def _prepare_backend(settings: RunSettings) -> None:
+    """Tell the backend every machine the run will ask for: the run's topologies and LAT-004's growth machines
+    (the kind backend makes one worker per machine when its cluster is created)."""
+    from .backends.base import get_backend
+    from .certify.budgets import growth_machines
+    from .certify.settings import load_topology
+
+    try:
+        backend = get_backend(settings.backend)
+        topologies = [load_topology(name) for name in settings.topologies]
+    except ConfigError:
+        return  # reported by settings.validate() with the field and the fix
+    machines = {t.name: t for t in topologies}
+    for t in topologies:
+        for machine in growth_machines(t, topologies):
+            machines.setdefault(machine.name, machine)
+    backend.prepare(tuple(machines.values()))
+
+
 def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
@@ -98,6 +117,7 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = _settings(config)
     config.stash[SETTINGS] = settings
     _register_fixtures(config)
+    _prepare_backend(settings)
     if _is_worker(config):
         return
     if _asked_for_certification(config):

@@ -30,6 +30,9 @@ FEATURES = {
     "node-stop": "stop_node()/start_node(): the node down while the runtime and the driver go on",
     "driver-pause": "pause_driver()/resume_driver(): hold the driver mid-answer (SIGSTOP/SIGCONT)",
     "cci-endpoint": "cci_endpoint(): dial the driver's CCI socket directly, for calls the node never sends",
+    # KEP-3675's alpha takes claims through DRA, whose opaque device config is a JSON object (the API server
+    # refuses anything else), so on a real kubelet a driver never receives other parameters.
+    "raw-parameters": "create_pod(): hand the driver claim parameters that are not a JSON object",
 }
 
 
@@ -95,7 +98,10 @@ class NodeSession(Protocol):
 class Backend(Protocol):
     name: ClassVar[str]
 
+    def prepare(self, topologies: tuple[Topology, ...]) -> None: ...  # every machine the run will open sessions
+    # on, told before the first open (a backend that builds its machines up front, like kind, needs them)
     def open(self, config: SessionConfig) -> NodeSession: ...
+    def run_facts(self) -> dict: ...  # what the run ran on, for report.json run.backend_facts ({} when nothing)
 
 
 _BACKENDS: dict[str, type] = {}

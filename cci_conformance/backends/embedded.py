@@ -347,5 +347,11 @@ class EmbeddedSession:
 class EmbeddedBackend:
     name = "embedded"
 
+    def prepare(self, topologies) -> None:
+        """Nothing to build ahead: each session starts its own node."""
+
+    def run_facts(self) -> dict:
+        return {}
+
     def open(self, config: SessionConfig) -> EmbeddedSession:
         return EmbeddedSession(config)

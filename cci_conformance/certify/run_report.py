@@ -127,13 +127,20 @@ class CertificationReporter:
         except Exception:  # a bad node profile was already reported as a config error
             node_mode = None
         workers = getattr(self.config.option, "numprocesses", None) or 0
+        try:
+            from ..backends.base import get_backend
+
+            backend_facts = get_backend(settings.backend).run_facts()
+        except Exception:  # an unknown backend was already reported as a config error
+            backend_facts = {}
         return {
             "interrupted": interrupted, "started": self.started, "finished": _now() if final else None,
             "duration_s": round(time.monotonic() - self.t0, 3), "harness_version": __version__,
             "driver": {"name": name, "version": version, "manifest": str(manifest_path),
                        "manifest_sha256": bundle.file_sha256(manifest_path), "digest": self.driver_digest,
                        "capabilities": caps},
-            "topologies": topologies, "backend": settings.backend, "node_profile": settings.node_profile,
+            "topologies": topologies, "backend": settings.backend, "backend_facts": backend_facts,
+            "node_profile": settings.node_profile,
             "node_mode": node_mode,
             "profile": profile, "workers": int(workers) if isinstance(workers, int) else 0,
             "pytest_args": [str(a) for a in self.config.invocation_params.args],

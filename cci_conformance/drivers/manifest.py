@@ -46,7 +46,8 @@ class DriverManifest:
     env: dict[str, str] = field(default_factory=dict)
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
     description: str = ""
-    kind_image: str = ""
+    kind_image: str = ""  # an image archive, relative to the manifest's folder (docs/kind.md)
+    kind_command: tuple[str, ...] = ()  # the argv inside that image, with local.command's placeholders
     kind_manifests: tuple[str, ...] = ()
     version: str | None = None
     build: tuple[str, ...] = ()
@@ -152,11 +153,14 @@ def parse_manifest(data: object, path: Path) -> DriverManifest:
     for key, value in env.items():
         _check_placeholders(value, file, f"env.{key}")
     kind = data.get("kind", {})
+    for i, arg in enumerate(kind.get("command", ())):
+        _check_placeholders(arg, file, f"kind.command[{i}]")
     return DriverManifest(
         name=data["name"], protocol=data["protocol"], capabilities=frozenset(caps),
         command=tuple(local.get("command", ())), path=path.resolve(), env=env,
         startup_timeout_s=float(data.get("startup_timeout_s", DEFAULT_STARTUP_TIMEOUT_S)),
         description=data.get("description", ""), kind_image=kind.get("image", ""),
+        kind_command=tuple(kind.get("command", ())),
         kind_manifests=tuple(kind.get("manifests", ())), version=data.get("version"),
         build=tuple(local.get("build", ())),
         build_timeout_s=float(local.get("build_timeout_s", DEFAULT_BUILD_TIMEOUT_S)),

@@ -14,8 +14,6 @@ from .cci_manifests import CCIDriverDeployment
 from .cluster import KindCluster
 from .nodeaccess import NodeAccess
 
-REGISTERED = "registered with the node"  # the Go reference's log line on NotifyRegistrationStatus(registered)
-REFUSED = "the node refused the registration"
 STATE_LOG = "go-reference-state.log"  # the Go reference's state file under {state_dir} (its state.go)
 _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -27,8 +25,9 @@ class RegistrationRefused(RuntimeError):
 
 def driver_pod(cluster: KindCluster, plan: CCIDriverDeployment) -> str:
     """The name of the driver's running pod ("" while there is none)."""
-    pods = json.loads(cluster.kubectl("get", "pods", "-n", cci_manifests.NAMESPACE, "-l",
-                                      f"cci-driver={plan.driver_name}", "-o", "json"))["items"]
+    selector = f"cci-driver={plan.driver_name},cci-node={plan.node_name}"
+    pods = json.loads(cluster.kubectl("get", "pods", "-n", cci_manifests.NAMESPACE, "-l", selector,
+                                      "-o", "json"))["items"]
     running = [p["metadata"]["name"] for p in pods
                if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
     return running[0] if running else ""
@@ -47,20 +46,27 @@ def deploy(cluster: KindCluster, plan: CCIDriverDeployment, archive: Path, slots
     return apply_and_register(cluster, plan, cci_manifests.objects(plan, slots), timeout)
 
 
+def kubelet_registrations(node: str, driver: str, since: float) -> list[str | None]:
+    """The kubelet's answers to ``driver``'s registrations since ``since`` (epoch s), from its journal: None for
+    a registration, the reason for a refusal (kubelet-cci registry.go logs both, for any driver)."""
+    from .node_view import kubelet_registrations as parse
+    from .node_view import node_exec
+
+    text = node_exec(node, f"journalctl -u kubelet -o short-unix --no-pager --since @{int(since)} "
+                           "| grep 'CCI driver ' || true")
+    return parse(text, since, driver)
+
+
 def apply_and_register(cluster: KindCluster, plan: CCIDriverDeployment, items: list[dict], timeout: float) -> float:
     """Apply the driver's objects and wait until the kubelet answered its registration (RegistrationRefused when
     it refused); returns the seconds from apply to registration."""
-    started = time.monotonic()
+    started, since = time.monotonic(), time.time()
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
-
-    def outcome() -> str:
-        text = driver_log(cluster, plan)
-        refused = [line for line in text.splitlines() if REFUSED in line]
-        return refused[-1] if refused else ("ok" if REGISTERED in text else "")
-    answer = wait_for(outcome, timeout=timeout, interval=0.5,
-                      what=f"the kubelet of {plan.node_name} to register CCI driver {plan.driver_name}")
-    if answer != "ok":
-        raise RegistrationRefused(answer)
+    answers = wait_for(lambda: kubelet_registrations(plan.node_name, plan.driver_name, since), timeout=timeout,
+                       interval=0.5, what=f"the kubelet of {plan.node_name} to answer CCI driver "
+                                          f"{plan.driver_name}'s registration")
+    if answers[-1] is not None:
+        raise RegistrationRefused(answers[-1])
     return time.monotonic() - started
 
 
@@ -81,7 +87,8 @@ def undeploy(cluster: KindCluster, plan: CCIDriverDeployment, timeout: float = 1
     """Delete the DaemonSet and wait until the driver removed its registration socket (SIGTERM, spec S1.9),
     so the kubelet has deregistered it; then the slice and the class."""
     node = NodeAccess(plan.node_name)
-    cluster.kubectl("delete", "daemonset", "-n", cci_manifests.NAMESPACE, "-l", f"cci-driver={plan.driver_name}",
+    cluster.kubectl("delete", "daemonset", "-n", cci_manifests.NAMESPACE, "-l",
+                    f"cci-driver={plan.driver_name},cci-node={plan.node_name}",
                     "--ignore-not-found", "--wait=true", f"--timeout={int(timeout)}s", timeout=timeout + 10)
     wait_for(lambda: not node.host.file(plan.registration_socket).exists, timeout=timeout, interval=0.5,
              what=f"{plan.registration_socket} to disappear")

@@ -6,7 +6,7 @@ import json
 import posixpath
 from dataclasses import dataclass
 
-from ..drivers.manifest import DriverManifest
+from ..drivers.manifest import DriverManifest, substitute
 from ..errors import ConfigError
 
 NAMESPACE = "kube-system"  # system-node-critical pods are admitted only there by default
@@ -35,7 +35,12 @@ class CCIDriverDeployment:
     image: str
     node_name: str
     driver_name: str
-    binary: str = "/go-reference"  # the image's entrypoint stands for local.command[0]
+    binary: str = "/go-reference"  # the image's entrypoint stands for local.command[0] (when no command is given)
+    # The container's argv template (driver_images.KindDriverImage.command); {python} is the image's interpreter.
+    command: tuple[str, ...] = ()
+    python: str = ""
+    working_dir: str = ""
+    env: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         # The name is the DRA driver name of the ResourceSlices too: a DNS subdomain of at most 63 chars.
@@ -61,14 +66,22 @@ class CCIDriverDeployment:
         return posixpath.join(REGISTRY_DIR, f"{self.driver_name}-reg.sock")
 
     def argv(self) -> list[str]:
-        argv = self.manifest.argv(registry_dir=REGISTRY_DIR, plugin_dir=self.plugin_dir, sysfs_root=SYSFS_ROOT,
-                                  state_dir=self.state_dir, driver_name=self.driver_name)
-        return [self.binary, *argv[1:]]
+        values = self.manifest.values(registry_dir=REGISTRY_DIR, plugin_dir=self.plugin_dir, sysfs_root=SYSFS_ROOT,
+                                      state_dir=self.state_dir, driver_name=self.driver_name)
+        if self.command:
+            return [substitute(arg, {**values, "python": self.python}) for arg in self.command]
+        return [self.binary, *[substitute(arg, values) for arg in self.manifest.command[1:]]]
 
 
 def _host_dir(name: str, path: str, inside: str, *, read_only: bool = False, create: bool = False):
     volume = {"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate" if create else "Directory"}}
     return volume, {"name": name, "mountPath": inside, **({"readOnly": True} if read_only else {})}
+
+
+def daemonset_name(plan: CCIDriverDeployment) -> str:
+    """``cci-driver-<driver>-<worker>`` (e.g. cci-driver-reference-worker2), cut to a DNS label."""
+    worker = plan.node_name.rsplit("-", 1)[-1]
+    return f"{APP}-{plan.driver_name.split('.')[0]}-{worker}"[:57].rstrip("-")
 
 
 def daemonset(plan: CCIDriverDeployment) -> dict:
@@ -82,7 +95,9 @@ def daemonset(plan: CCIDriverDeployment) -> dict:
     for rel in SYSFS_SHOWN:
         pairs.append(_host_dir("sysfs-" + rel.rsplit("/", 1)[-1], posixpath.join("/sys", rel),
                                posixpath.join(SYSFS_ROOT, rel), read_only=True))
-    labels = {"app": APP, "cci-driver": plan.driver_name}
+    # One DaemonSet per worker (a run has a worker per machine): named and labelled by its node too, or the
+    # apply for the next worker would take the first one's over.
+    labels = {"app": APP, "cci-driver": plan.driver_name, "cci-node": plan.node_name}
     container = {
         "name": "driver",
         "image": plan.image,
@@ -91,9 +106,16 @@ def daemonset(plan: CCIDriverDeployment) -> dict:
         "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}},  # Burstable: runs on the shared pool
         "volumeMounts": [mount for _, mount in pairs],
     }
+    if plan.working_dir:
+        container["workingDir"] = plan.working_dir
+    if plan.env or plan.manifest.env:
+        env = {**dict(plan.env), **plan.manifest.environment(
+            registry_dir=REGISTRY_DIR, plugin_dir=plan.plugin_dir, sysfs_root=SYSFS_ROOT, state_dir=plan.state_dir,
+            driver_name=plan.driver_name)}
+        container["env"] = [{"name": k, "value": v} for k, v in sorted(env.items())]
     return {
         "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"name": f"{APP}-{plan.driver_name.split('.')[0]}", "namespace": NAMESPACE, "labels": labels},
+        "metadata": {"name": daemonset_name(plan), "namespace": NAMESPACE, "labels": labels},
         "spec": {
             "selector": {"matchLabels": labels},
             "template": {"metadata": {"labels": labels}, "spec": {

@@ -30,6 +30,9 @@ class NodePlan:
     # /proc/cpuinfo, so the kubelet sees it too. Another path: only what reads that path (a driver's
     # hostPath) sees it, and the kubelet sees the real host (see machine_mounts).
     machine_root: str = "/"
+    # More kubelet flags for this node (kubeletExtraArgs), e.g. the kind backend's shorter CPU-manager reconcile
+    # period; they cannot override the CPU manager's own flags (kubelet_args).
+    kubelet_flags: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -107,8 +110,13 @@ def kind_config(plan: ClusterPlan, workdir: Path) -> dict:
             entry["extraMounts"] = _mounts(machine, node.machine_root)
         if node.profile is not None:
             kind = "InitConfiguration" if node is plan.nodes[0] else "JoinConfiguration"
+            args = kubelet_args(node.profile)
+            clash = sorted(set(node.kubelet_flags) & set(args))
+            if clash:
+                raise ConfigError(f"kubelet flag --{clash[0]} is set by the node profile", field="kubelet_flags",
+                                  fix="set the CPU manager through the node profile, not as an extra flag")
             patch = {"apiVersion": KUBEADM_API, "kind": kind,
-                     "nodeRegistration": {"kubeletExtraArgs": kubelet_args(node.profile)}}
+                     "nodeRegistration": {"kubeletExtraArgs": {**args, **node.kubelet_flags}}}
             entry["kubeadmConfigPatches"] = [yaml.safe_dump(patch, sort_keys=True)]
         nodes.append(entry)
     # Cluster-wide: the kubelet must never write host-global kernel sysctls (the node image shows it

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 from ..node.api import PodSpec
 from . import cci_manifests
-from .cluster import KindCluster
 
 # Every object the backend creates carries it (value: the pod's name), so a session finds what it must delete.
 LABEL = "cci-conformance.io/backend-pod"
+NODE_LABEL = "cci-conformance.io/node"  # the worker a pod and its claims belong to (a run has one per machine)
 TEST_UID = "cci-conformance.io/test-uid"  # annotation: the PodSpec's uid, which the API server replaces
 
 
@@ -17,13 +15,13 @@ def claim_name(pod_name: str, claim: str) -> str:
     return f"{pod_name}-{claim}"[:63].rstrip("-")
 
 
-def claim_objects(pod: PodSpec, name: str, driver: str) -> list[dict]:
+def claim_objects(pod: PodSpec, name: str, driver: str, node: str = "") -> list[dict]:
     """One ResourceClaim per ClaimRef, its parameters as the opaque config of the CCI driver, as the kubelet
     reads them (kubelet-cci/README.md "Claims", docs/spec.md S3.9)."""
     out = []
     for claim in pod.claims:
         obj = cci_manifests.resource_claim(claim_name(name, claim.name), driver, claim.parameters, pod.namespace)
-        obj["metadata"]["labels"] = {LABEL: name}
+        obj["metadata"]["labels"] = {LABEL: name, **({NODE_LABEL: node} if node else {})}
         out.append(obj)
     return out
 
@@ -46,14 +44,15 @@ def pod_object(pod: PodSpec, name: str, node: str, image: str) -> dict:
     else:
         spec["nodeName"] = node
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": pod.namespace, "labels": {LABEL: name},
+            "metadata": {"name": name, "namespace": pod.namespace, "labels": {LABEL: name, NODE_LABEL: node},
                          "annotations": {TEST_UID: pod.uid}},
             "spec": spec}
 
 
-def settled(cluster: KindCluster, namespace: str, name: str) -> dict | None:
-    """The pod once every container runs or the kubelet refused it (phase Failed); None before."""
-    pod = json.loads(cluster.kubectl("get", "pod", name, "-n", namespace, "-o", "json"))
+def settled(pod: dict | None) -> dict | None:
+    """The pod once every container runs or the kubelet refused it (phase Failed); None before (or not there)."""
+    if pod is None:
+        return None
     phase = pod["status"].get("phase", "")
     statuses = pod["status"].get("containerStatuses", [])
     if phase == "Failed":

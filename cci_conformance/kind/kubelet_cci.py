@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -38,6 +39,16 @@ class Inputs:
         recipe = Path(__file__).read_text()  # this build's own steps are an input too
         return key_of("kubelet-cci", components.KUBERNETES.module, components.KUBERNETES.version,
                       components.KUBERNETES.ldflags, self.patches, self.package, self.api, go_version, recipe)
+
+
+def patch_digest(inputs: Inputs) -> str:
+    """sha256 of what the CCI kubelet is made of from this project (patches, kubelet-cci, api): the node image
+    carries it as a label and report.json names it, so a certificate says which kubelet patch it ran on."""
+    sha = hashlib.sha256()
+    for part in (inputs.patches, inputs.package, inputs.api):
+        for name, text in part:
+            sha.update(name.encode() + b"\0" + text.encode() + b"\0")
+    return "sha256:" + sha.hexdigest()
 
 
 def _module_files(root: Path) -> tuple[tuple[str, str], ...]:

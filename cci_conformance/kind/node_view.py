@@ -6,7 +6,6 @@ import json
 import re
 import subprocess
 from dataclasses import dataclass
-from datetime import datetime
 
 from ..cpuset import CPUs, parse_cpulist
 from ..node import checkpoint
@@ -22,7 +21,12 @@ FLAGS_FILE = f"{KUBELET_ROOT}/kubeadm-flags.env"
 STARTED = '"Started kubelet"'
 EXEC_TIMEOUT_S = 30
 _MARK = "@@cci-section@@"
-_SECTIONS = ("cpu", "cci", "recorder", "online", "flags", "started", "pid", "since", "driverlog", "socket", "startup")
+_SECTIONS = ("cpu", "cci", "recorder", "online", "flags", "started", "pid", "since", "driverlog", "socket", "startup",
+             "registry")
+# kubelet-cci registry.go logs these (klog, default verbosity) for every driver, whatever the driver logs itself.
+REGISTERED = '"CCI driver registered"'
+REFUSED = '"CCI driver registration refused"'
+_KLOG_PAIR = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
 class NodeReadError(RuntimeError):
@@ -58,6 +62,7 @@ class NodeRead:
     driver_log: str  # every log file of the driver's containers on this node, CRI format
     socket_present: bool  # the driver's registration socket is in the plugin watcher's directory
     startup: tuple[str, ...]  # the kubelet's log lines about the CCI manager since its current start
+    registry: str  # the kubelet's journal lines of CCI registrations since its current start (short-unix format)
 
     @property
     def pending(self) -> tuple[dict, ...]:
@@ -89,7 +94,9 @@ def read_node(node: str, driver_pod_glob: str, registration_socket: str) -> Node
              f"test -S {registration_socket} && echo yes || echo no",
              # restore.go logs nothing per container; what the start logged about the CCI manager, if anything
              'journalctl -u kubelet -o cat --no-pager --since "@$(date -d "$(systemctl show -p '
-             'ExecMainStartTimestamp --value kubelet)" +%s)" | grep -i "cci" || true']
+             'ExecMainStartTimestamp --value kubelet)" +%s)" | grep -i "cci" | grep -v "CCI driver " || true',
+             'journalctl -u kubelet -o short-unix --no-pager --since "@$(date -d "$(systemctl show -p '
+             'ExecMainStartTimestamp --value kubelet)" +%s)" | grep "CCI driver " || true']
     script = "; ".join(f"echo '{_MARK}'; {p}" for p in parts)
     out = node_exec(node, script).split(_MARK + "\n")[1:]
     if len(out) != len(_SECTIONS):
@@ -102,7 +109,8 @@ def read_node(node: str, driver_pod_glob: str, registration_socket: str) -> Node
         online=parse_cpulist(got["online"].strip()), reserved=parse_cpulist(_flag(got["flags"], "reserved-cpus")),
         generation=int(got["started"].strip() or 0), kubelet_pid=int(got["pid"].strip() or 0),
         kubelet_since=float(got["since"].strip()), driver_log=got["driverlog"],
-        socket_present=got["socket"].strip() == "yes", startup=tuple(got["startup"].splitlines()))
+        socket_present=got["socket"].strip() == "yes", startup=tuple(got["startup"].splitlines()),
+        registry=got["registry"])
 
 
 def recorded_cpusets(text: str) -> dict[str, CPUs]:
@@ -115,27 +123,22 @@ def recorded_cpusets(text: str) -> dict[str, CPUs]:
     return out
 
 
-def _epoch(stamp: str) -> float | None:
-    """Epoch seconds of a CRI log line's RFC 3339 timestamp with nanoseconds and a Z ("" parts: None)."""
-    match = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", stamp)
-    if not match:
-        return None
-    zone = "+00:00" if match[3] == "Z" else match[3]
-    whole = datetime.fromisoformat(match[1] + zone).timestamp()
-    return whole + (float("0." + match[2]) if match[2] else 0.0)
-
-
-def registration_events(driver_log: str, since: float, registered: str, refused: str) -> list[str | None]:
-    """The kubelet's NotifyRegistrationStatus answers the driver logged after ``since``, in order: None for a
-    registration, the reason for a refusal (the kubelet itself logs neither at its default verbosity)."""
+def kubelet_registrations(registry: str, since: float, driver: str) -> list[str | None]:
+    """The kubelet's answers to ``driver``'s registrations since ``since`` (epoch s), in order: None for a
+    registration, the reason for a refusal; from NodeRead.registry (journal lines in short-unix format)."""
     events: list[str | None] = []
-    for line in driver_log.splitlines():
+    for line in registry.splitlines():
         stamp, _, rest = line.partition(" ")
-        when = _epoch(stamp)
-        if when is None or when < since:
+        try:
+            when = float(stamp)
+        except ValueError:
             continue
-        if registered in rest:
+        if when < since:
+            continue
+        fields = {k: v.encode().decode("unicode_escape") for k, v in _KLOG_PAIR.findall(rest)}
+        if REGISTERED in rest and fields.get("driver") == driver:
             events.append(None)
-        elif refused in rest:
-            events.append(rest.split(refused, 1)[1].lstrip(": ").strip())
+        elif REFUSED in rest:  # a refused driver may have registered under another name: every refusal counts
+            events.append(fields.get("reason", "(no reason logged)"))
     return events
+

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -135,10 +136,15 @@ def _prune(keep: set[str]) -> None:
             subprocess.run(["docker", "rmi", *stale], capture_output=True, check=False, timeout=300)
 
 
+# Labels of the node image: what a run on it reports (run_cluster.RunCluster.facts), and how a stale image is found.
+PATCH_LABEL = "io.cci-conformance.kubelet-patch"
+K8S_LABEL = "io.cci-conformance.kubernetes"
+
 DOCKERFILE = """FROM {base}
 COPY files/ /
 COPY store/ /var/lib/containerd/
 RUN systemctl enable containerd.service kubelet.service cci-node-cni.service
+LABEL {patch_label}="{patch}" {k8s_label}="{kubernetes}"
 ENV container=docker
 STOPSIGNAL SIGRTMIN+3
 ENTRYPOINT ["/usr/local/bin/cci-node-entrypoint", "/sbin/init"]
@@ -197,7 +203,9 @@ def build_node_image(tag: str | None = None) -> BuildResult:
             shutil.rmtree(files)
         _node_files(files, built["kubernetes"], kubelet, built["containerd"], built["crictl"], recorder,
                     pause_image)
-        (context / "Dockerfile").write_text(DOCKERFILE.format(base=base))
+        (context / "Dockerfile").write_text(DOCKERFILE.format(
+            base=base, patch_label=PATCH_LABEL, k8s_label=K8S_LABEL, kubernetes=versions.KUBERNETES,
+            patch=kubelet_cci.patch_digest(kubelet_cci.read_inputs())))
         (context / ".dockerignore").write_text("archives\niptables\n*.log\n.done\n")
         say(f"docker build {keyed}")
         run(["docker", "build", "-t", keyed, str(context)], timeout=1800, log=context / "build.log",
@@ -205,6 +213,30 @@ def build_node_image(tag: str | None = None) -> BuildResult:
     run(["docker", "tag", keyed, tag], timeout=60)
     _prune(keep={keyed, tag, base})
     return BuildResult(image=keyed, tagged=tag, seconds=time.monotonic() - start, reused=reused)
+
+
+def image_facts(reference: str) -> dict:
+    """The image's id and the labels it was built with ("" for an image built before they existed)."""
+    proc = subprocess.run(["docker", "image", "inspect", reference], capture_output=True, text=True, check=False,
+                          timeout=60)
+    if proc.returncode != 0:
+        return {"id": "", "kubernetes": "", "kubelet_patch": ""}
+    info = json.loads(proc.stdout)[0]
+    labels = info.get("Config", {}).get("Labels") or {}
+    return {"id": info.get("Id", ""), "kubernetes": labels.get(K8S_LABEL, ""),
+            "kubelet_patch": labels.get(PATCH_LABEL, "")}
+
+
+def stale_patch(facts: dict) -> str:
+    """Why the image's kubelet is not this checkout's kubelet-cci ("" when it is, or no source is at hand)."""
+    try:
+        here = kubelet_cci.patch_digest(kubelet_cci.read_inputs())
+    except FileNotFoundError:
+        return ""  # an installed harness has no kubelet-cci sources: the label is all there is
+    if facts["kubelet_patch"] != here:
+        return (f"the node image's kubelet was built from patch {facts['kubelet_patch'] or '(unlabelled)'}, "
+                f"this checkout's kubelet-cci is {here}")
+    return ""
 
 
 __all__ = ["BuildResult", "CommandFailed", "build_node_image", "default_image", "image_exists"]

@@ -1,4 +1,4 @@
-"""The one kind cluster of a run: created at the first session, one faked worker, the driver as a DaemonSet."""
+"""The one kind cluster of a run: one faked worker per machine the run asks for, the driver as a DaemonSet."""
 
 from __future__ import annotations
 
@@ -8,83 +8,115 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
-from ..drivers.manifest import DriverManifest, load_manifest
+from ..drivers.manifest import DriverManifest
 from ..errors import ConfigError
 from ..node.profile import NodeConfig, parse_config
-from ..paths import PROJECT_ROOT
 from ..topology.model import Topology
+from . import driver_images
 from .cci_manifests import CCIDriverDeployment
 from .cluster import KindCluster
 from .cluster_config import ClusterPlan, NodePlan
+from .kube_api import KubeAPI
 from .runner import say
 
-# The drivers whose kind image the harness builds today: the Go reference (cci_driver_image.py). The
-# Python reference is served by it too: both implement docs/spec.md, and the node image has no Python.
-REFERENCE_DRIVERS = ("reference", "go-reference")
-GO_REFERENCE = PROJECT_ROOT / "drivers_under_test" / "go-reference"
 # Cluster names: <prefix>-<pid>; CCI_KIND_PREFIX lets runs side by side on one host keep apart.
 DEFAULT_PREFIX = "cci-run"
-TEST_NAMESPACE_LABEL = "cci-conformance.io/backend"
+# The kubelet's CPU-manager reconcile loop runs every 10 s by default; the backend waits for it to converge after
+# every change (session.py), so a shorter period makes runs faster without changing what is checked.
+RECONCILE_PERIOD = "1s"
+# The kubelet's maxPods is 110, so 128 admission slots (the most one ResourceSlice holds) never run out first.
+SLOTS = 128
 
 
 @dataclass(frozen=True)
 class RunKey:
     """What the cluster was made for: a later session asking for something else cannot share it."""
 
-    topology: Topology
     reserved: frozenset[int]
     options: tuple[tuple[str, bool], ...]
-    driver: str
+    driver: Path  # the manifest
 
 
-def kind_driver(manifest: DriverManifest) -> DriverManifest:
-    """The manifest whose argv the DaemonSet runs (its binary is the image's), or ConfigError naming the field."""
-    if manifest.name in REFERENCE_DRIVERS:
-        return load_manifest(GO_REFERENCE)
-    if manifest.kind_image:
-        raise ConfigError(f"driver {manifest.name}: the kind backend does not load a vendor image yet "
-                          f"({manifest.kind_image!r})", file=str(manifest.path), field="kind.image",
-                          fix="run this driver on the embedded backend; the kind backend's first cut deploys the "
-                              "reference drivers only (docs/kind.md \"Backend kind (first cut)\")")
-    raise ConfigError(f"driver {manifest.name} has no image for kind", file=str(manifest.path), field="kind.image",
-                      fix="the kind backend's first cut deploys the reference drivers only; run this driver on "
-                          "the embedded backend (docs/kind.md \"Backend kind (first cut)\")")
+@dataclass
+class Worker:
+    """One kind worker: its machine, its driver DaemonSet, and the RPC deadline its kubelet runs with now."""
+
+    topology: Topology
+    node: str
+    deployment: CCIDriverDeployment
+    machine: Path  # the rendered sysfs tree on the host
+    rpc_timeout_s: float
+    slots: int = SLOTS
+
+
+INOTIFY_INSTANCES = Path("/proc/sys/fs/inotify/max_user_instances")
+INSTANCES_PER_NODE = 64  # systemd and the kubelet of one kind node; the kernel's default of 128 fits about two
+
+
+def inotify_problem(nodes: int) -> str:
+    """Why this host cannot start ``nodes`` kind nodes ("" when it can): each runs systemd, which needs inotify
+    instances, and a node without them never boots (kind's known issue "too many open files")."""
+    try:
+        have = int(INOTIFY_INSTANCES.read_text())
+    except (OSError, ValueError):
+        return ""
+    need = INSTANCES_PER_NODE * (nodes + 1)
+    return "" if have >= need else f"fs.inotify.max_user_instances is {have}, {nodes} kind nodes need about {need}"
 
 
 def node_config(profile: dict) -> NodeConfig:
     """The node profile, which must be what the patched kubelet implements: coexistence (static + CCI)."""
     config = parse_config(profile, "node profile")
     if config.mode != "coexistence" or config.policy != "static":
-        raise ConfigError(f"node profile mode {config.mode!r} with policy {config.policy!r}: the CCI-patched "
-                          "kubelet implements coexistence mode only (kubelet-cci/README.md \"Modes\")",
+        raise ConfigError(f"node profile mode {config.mode!r} with policy {config.policy!r}: the kind backend runs "
+                          "the CCI-patched kubelet in coexistence mode (docs/kind.md \"Backend kind\")",
                           field="mode", fix="use --cci-node-profile coexistence on the kind backend")
     return config
 
 
 class RunCluster:
-    """Control plane + one worker with the session's faked machine; the driver deployed once; deleted at exit."""
+    """Control plane + one worker per planned machine; the driver deployed on each; deleted at exit."""
 
     _current: RunCluster | None = None
+    _planned: tuple[Topology, ...] = ()
     _lock = threading.Lock()
+    facts: dict = {}  # what the run ran on (report.json run.kind), kept after the cluster is gone
 
-    def __init__(self, key: RunKey, config: NodeConfig, manifest: DriverManifest):
-        from . import cci_driver_image, nodeimage, run_driver, toolchain
+    @classmethod
+    def plan(cls, topologies) -> None:
+        """The machines the run will ask for (the run's topologies and the latency suite's growth machines):
+        each gets its worker when the cluster is made, since kind cannot add nodes to a running cluster."""
+        seen: dict[str, Topology] = {t.name: t for t in cls._planned}
+        for t in topologies:
+            seen.setdefault(t.name, t)
+        cls._planned = tuple(seen.values())
+
+    def __init__(self, key: RunKey, config: NodeConfig, manifest: DriverManifest, topologies: tuple[Topology, ...]):
+        from . import nodeimage, run_driver, toolchain
 
         image = nodeimage.default_image()
         if not nodeimage.image_exists(image):
             raise ConfigError(f"the kind node image {image} is not built", field="--backend",
                               fix="build it once with `cci-conformance kind build-node-image`")
-        problem = toolchain.docker_problem()
+        problem = toolchain.docker_problem() or inotify_problem(len(topologies) + 1)
+        facts = nodeimage.image_facts(image)
+        stale = nodeimage.stale_patch(facts)
+        if stale:  # a certificate must not name a kubelet patch the node does not run
+            raise ConfigError(f"the kind node image {image} is stale: {stale}", field="--backend",
+                              fix="rebuild it with `cci-conformance kind build-node-image` (the kubelet step only)")
         if problem:
-            raise ConfigError(f"the kind backend needs docker: {problem}", field="--backend",
-                              fix="run on the embedded backend, or set docker up (docs/kind.md)")
+            raise ConfigError(f"the kind backend cannot run here: {problem}", field="--backend",
+                              fix="set docker up with tools/docker-setup/setup.sh (it also raises the inotify limits: "
+                                  "sysctl -w fs.inotify.max_user_instances=512), or run on the embedded backend")
         self.key = key
+        self.manifest = manifest
         name = f"{os.environ.get('CCI_KIND_PREFIX', DEFAULT_PREFIX)}-{os.getpid()}"
-        plan = ClusterPlan(name, image, [NodePlan("control-plane"), NodePlan("worker", key.topology, config)])
+        nodes = [NodePlan("worker", t, config, kubelet_flags={"cpu-manager-reconcile-period": RECONCILE_PERIOD})
+                 for t in topologies]
+        plan = ClusterPlan(name, image, [NodePlan("control-plane"), *nodes])
         self.cluster = KindCluster(plan, kind=toolchain.kind_binary(), kubectl=toolchain.kubectl_binary())
-        self.worker = plan.node_names()[1]
-        self.slots = len(key.topology.online_cpus) - len(config.reserved)  # docs/spec.md S3.9: one per CPU
         self.timings: dict[str, float] = {}
         atexit.register(self.delete)
         # SIGTERM (CI or `timeout` stopping the run) must delete the cluster like Ctrl-C does: as an interrupt,
@@ -96,40 +128,61 @@ class RunCluster:
             self.cluster.create()
             self.cluster.wait_ready()
             self.timings["cluster"] = time.monotonic() - started
-            built = cci_driver_image.build_image()
-            self.deployment = CCIDriverDeployment(manifest, built.reference, self.worker, key.driver)
-            # kind_config rendered the worker's machine under <workdir>/<node name> (cluster_config.kind_config)
-            machine = self.cluster.workdir / self.worker
-            self.timings["driver"] = run_driver.deploy(self.cluster, self.deployment, built.archive, self.slots,
-                                                       machine)
+            self.api = KubeAPI(self.cluster.kubeconfig)
+            self.image = driver_images.for_manifest(manifest)
+            self.workers: dict[str, Worker] = {}
+            for topology, node in zip(topologies, plan.node_names()[1:], strict=True):
+                deployment = CCIDriverDeployment(
+                    manifest, self.image.reference, node, manifest.name, command=self.image.command,
+                    python=self.image.python, working_dir=self.image.working_dir, env=self.image.env)
+                # kind_config rendered each worker's machine under <workdir>/<node name> (cluster_config.kind_config)
+                machine = self.cluster.workdir / node
+                self.timings[f"driver {node}"] = run_driver.deploy(self.cluster, deployment, self.image.archive,
+                                                                   SLOTS, machine)
+                self.workers[topology.name] = Worker(topology, node, deployment, machine, config.rpc_timeout_s)
         except BaseException:
             self.delete()
             raise
-        say(f"kind backend: cluster {name} ready in {self.timings['cluster']:.1f} s, driver {key.driver} "
-            f"registered {self.timings['driver']:.1f} s after apply")
+        RunCluster.facts = {"cluster": name, "node_image": image, **{f"node_image_{k}" if k == "id" else k: v
+                                                                    for k, v in facts.items()},
+                            "workers": {n: w.node for n, w in self.workers.items()},
+                            "driver_image": {"reference": self.image.reference, "origin": self.image.origin,
+                                             "archive_sha256": self.image.digest}}
+        say(f"kind backend: cluster {name} with {len(topologies)} worker(s) ready in {self.timings['cluster']:.1f} s; "
+            f"driver {manifest.name} ({self.image.origin}) registered on each")
 
     @classmethod
-    def for_session(cls, topology: Topology, profile: dict, manifest: DriverManifest) -> RunCluster:
+    def for_session(cls, topology: Topology, profile: dict, manifest: DriverManifest) -> tuple[RunCluster, Worker]:
         config = node_config(profile)
-        deployed = kind_driver(manifest)
-        key = RunKey(topology, config.reserved, tuple(sorted(config.options.items())), manifest.name)
+        key = RunKey(config.reserved, tuple(sorted(config.options.items())), manifest.path)
         with cls._lock:
             current = cls._current
             if current is not None and current.cluster.created:
                 if current.key != key:
                     raise NotImplementedError(
-                        "the kind backend's first cut runs one cluster per run for one topology, node profile and "
-                        f"driver ({current.key.topology.name}, {current.key.driver}); this session asks for "
-                        f"{topology.name}, {manifest.name} (docs/kind.md \"Backend kind (first cut)\")")
-                return current
-            cls._current = cls(key, config, deployed)
-            return cls._current
+                        "the kind backend runs one cluster per run for one driver, reserved set and policy options; "
+                        f"this session asks for driver {manifest.name} with {profile.get('reservedSystemCPUs')!r} "
+                        "reserved (docs/kind.md \"Backend kind\")")
+                if topology.name not in current.workers:
+                    raise NotImplementedError(
+                        f"machine {topology.name} was not planned for this run's cluster (workers: "
+                        f"{', '.join(current.workers)}); kind cannot add a node to a running cluster")
+                return current, current.workers[topology.name]
+            planned = {t.name: t for t in cls._planned}
+            planned.setdefault(topology.name, topology)
+            cls._current = cls(key, config, manifest, tuple(planned.values()))
+            return cls._current, cls._current.workers[topology.name]
 
     def delete(self) -> None:
         """Delete the cluster (nodes, network, scratch files); safe to call twice."""
         if self.cluster.created:
             say(f"kind backend: deleting cluster {self.cluster.plan.name}")
+        api = getattr(self, "api", None)  # made once the cluster was ready
+        if api is not None:
+            api.close()
         self.cluster.delete()
+        if RunCluster._current is self:
+            RunCluster._current = None
 
 
 def _interrupt(signum, frame):  # noqa: ARG001 - signal handler signature

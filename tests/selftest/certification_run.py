@@ -37,7 +37,7 @@ class Certification:
 
 
 def certify(driver: Path, topologies: list[str], modules: list[str] | None = None,
-            extra: list[str] | None = None) -> Certification:
+            extra: list[str] | None = None, timeout: float = RUN_TIMEOUT_S) -> Certification:
     """``pytest suites/ --cci-driver DRIVER --cci-topology T...`` with a report dir of its own."""
     report_dir = Path(tempfile.mkdtemp(prefix="cci-selftest-", dir="/tmp"))
     targets = [str(SUITES / m) for m in modules] if modules else [str(SUITES)]
@@ -46,7 +46,7 @@ def certify(driver: Path, topologies: list[str], modules: list[str] | None = Non
             *(extra or [])]
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     try:
-        proc = subprocess.run(argv, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
+        proc = subprocess.run(argv, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=timeout, env=env)
         report = json.loads((report_dir / "report.json").read_text())
         evidence = _log_tails(report, report_dir)  # read now: the report dir goes below
     finally:

@@ -140,5 +140,11 @@ class FakeSession:
 class FakeBackend:
     name: ClassVar[str] = "fake"
 
+    def prepare(self, topologies) -> None:
+        """Nothing to build ahead: sessions are in-process."""
+
+    def run_facts(self) -> dict:
+        return {}
+
     def open(self, config: SessionConfig) -> FakeSession:
         return FakeSession(config)

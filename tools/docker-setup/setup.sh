@@ -30,6 +30,17 @@ cat > "$daemon_json" <<JSON
 }
 JSON
 
+# Every kind node runs systemd, which takes inotify instances; the kernel default (128 per user) runs out
+# at about four nodes, and a node that cannot start systemd never logs "Reached target Multi-User System"
+# (kind's known issue "Pod errors due to too many open files"). Raised here, once, as kind's docs advise.
+for pair in fs.inotify.max_user_instances=512 fs.inotify.max_user_watches=524288; do
+    key=${pair%%=*}; want=${pair#*=}
+    have=$(sysctl -n "$key" 2>/dev/null || echo 0)
+    if [ "$have" -lt "$want" ]; then
+        sysctl -w "$pair" >/dev/null 2>&1 || echo "docker-setup: could not raise $key to $want (kind may fail with more nodes)" >&2
+    fi
+done
+
 if docker info >/dev/null 2>&1; then
     # dockerd reads daemon.json at start; a running daemon started without it
     # must be restarted by whoever started it.
