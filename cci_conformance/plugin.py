@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from . import interrupts
 from .certify.catalog import base_test_id
 from .certify.collector import PROP_EVIDENCE, PROP_NA, PROP_REQUIREMENTS
 from .certify.outcomes import CAPABILITY_NA_KIND, capability_skip_reason
@@ -82,9 +83,12 @@ def _register_fixtures(config: pytest.Config) -> None:
             config.pluginmanager.register(module, f"cci-fixtures-{name}")
 
 
-def _prepare_backend(settings: RunSettings) -> None:
-    """Tell the backend every machine the run will ask for: the run's topologies and LAT-004's growth machines
-    (the kind backend makes one worker per machine when its cluster is created)."""
+GROWTH_REQUIREMENT = "LAT-004"  # its test measures machines beside the run's (certify/budgets.growth_machines)
+
+
+def _prepare_backend(settings: RunSettings, growth: bool) -> None:
+    """Tell the backend every machine the run will ask for: the run's topologies and, when LAT-004's test runs,
+    its growth machines (the kind backend makes one worker per machine when its cluster is created)."""
     from .backends.base import get_backend
     from .certify.budgets import growth_machines
     from .certify.settings import load_topology
@@ -95,7 +99,7 @@ def _prepare_backend(settings: RunSettings) -> None:
     except ConfigError:
         return  # reported by settings.validate() with the field and the fix
     machines = {t.name: t for t in topologies}
-    for t in topologies:
+    for t in topologies if growth else ():
         for machine in growth_machines(t, topologies):
             machines.setdefault(machine.name, machine)
     backend.prepare(tuple(machines.values()))
@@ -114,10 +118,11 @@ def _asked_for_certification(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
+    if interrupts.install():  # in every process that runs tests: the controller and each xdist worker
+        config.pluginmanager.register(_SigtermInterrupt(), "cci-sigterm")
     settings = _settings(config)
     config.stash[SETTINGS] = settings
     _register_fixtures(config)
-    _prepare_backend(settings)
     if _is_worker(config):
         return
     if _asked_for_certification(config):
@@ -137,6 +142,27 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_StartupProbe(reporter), "cci-startup-probe")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistCount(reporter), "cci-xdist-count")
+
+
+class _SigtermInterrupt:
+    """SIGTERM ends the run as Ctrl-C does (interrupts.py): report interrupted, every session closed."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem):
+        result = yield
+        if interrupts.pending():  # its KeyboardInterrupt was lost (raised in a finalizer, or caught): stop here
+            item.session.shouldstop = "interrupted by SIGTERM"  # pytest raises session.Interrupted next
+        return result
+
+    def pytest_keyboard_interrupt(self, excinfo) -> None:
+        interrupts.handling()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        interrupts.handling()  # closing the sessions from here on: a later SIGTERM must not cut that short
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        interrupts.uninstall()
 
 
 class _XdistCount:
@@ -266,6 +292,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         report = pytest.CollectReport(item.nodeid, "failed", longrepr=problem, result=[])
         config.hook.pytest_collectreport(report=report)
     items[:] = keep
+    _prepare_backend(settings, any(GROWTH_REQUIREMENT in _marker_args(i, "requirement") for i in keep))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -5,15 +5,75 @@ Once the leader is reaped (``Popen.poll``/``wait``), the kernel may hand that nu
 and a later ``killpg`` would hit it: on a busy machine with ``pid_max`` 32768 that can be another test's
 node. So these helpers look at a child's state without reaping it (``waitid`` with ``WNOWAIT``): an
 exited leader stays a zombie, its pid reserved, until the group has been signalled and it is reaped.
+
+The last resort, when the harness is SIGKILLed and no cleanup of its own runs: :func:`dies_with_parent`
+has the kernel kill the child when its parent goes (Linux ``PR_SET_PDEATHSIG``), so no node or driver
+outlives the run that started it (its scratch directory, mere files, is then all that is left).
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
+import shutil
 import signal
 import subprocess
+import sys
+from collections.abc import Callable
 
 from .waiting import WaitTimeout, wait_for
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
+
+
+def dies_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None] | None:
+    """A ``preexec_fn`` after which the kernel sends ``sig`` to the child when its parent dies; None off Linux.
+
+    The kernel sends it when the *thread* that started the child ends, so children that must outlive a
+    thread are started from the main thread (nodes and drivers are: tests and fixtures run there). Between
+    fork and exec the child only calls prctl, with arguments built here, and getppid: it takes no lock
+    another thread of the parent (gRPC's) could have held at fork time.
+    """
+    if _PRCTL is None:
+        return None
+    parent = os.getpid()
+    args = (ctypes.c_int(_PR_SET_PDEATHSIG), ctypes.c_ulong(int(sig)), *(ctypes.c_ulong(0),) * 3)
+
+    def arm() -> None:
+        _PRCTL(*args)
+        if os.getppid() != parent:  # the parent died before prctl took effect: nobody will send it
+            os.kill(os.getpid(), sig)
+
+    return arm
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    """util-linux's setpriv, if it has --pdeathsig (2.33 and later)."""
+    exe = shutil.which("setpriv")
+    if exe is None:
+        return None
+    try:
+        usage = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return exe if "--pdeathsig" in usage else None
+
+
+def with_parent_death(argv: list[str], sig: int = signal.SIGKILL) -> tuple[list[str], Callable[[], None] | None]:
+    """``(argv, preexec_fn)`` for Popen after which the kernel sends ``sig`` to the child when its parent dies.
+
+    With setpriv the command runs as ``setpriv --pdeathsig SIG -- argv...``: setpriv sets it and execs the
+    command (same pid, the command's own argv from then on), and Popen keeps its vfork path. A
+    ``preexec_fn`` (:func:`dies_with_parent`, the fallback) makes Popen fork the whole harness instead:
+    measured 30 ms per start at 100 MB of resident memory and 120 ms at 300 MB, against under 2 ms.
+    """
+    setpriv = _setpriv()
+    if setpriv is None:
+        return argv, dies_with_parent(sig)
+    return [setpriv, f"--pdeathsig={signal.Signals(sig).name.removeprefix('SIG')}", "--", *argv], None
 
 
 def _peek(proc: subprocess.Popen) -> os.waitid_result | None:

@@ -26,7 +26,7 @@ from ..node.persisted import persisted_state
 from ..node.profile import parse_config
 from ..node.runtime import CPUSET_FILE, container_dir
 from ..paths import PROJECT_ROOT
-from ..procgroup import exit_status, running, stop_group
+from ..procgroup import exit_status, running, stop_group, with_parent_death
 from ..protocol.protos import podresources_v1_pb2 as pr
 from ..protocol.protos import podresources_v1_pb2_grpc as pr_grpc
 from ..topology.model import Topology
@@ -121,10 +121,13 @@ class EmbeddedSession:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
         env.update(self.env)
+        # a SIGKILLed harness runs no cleanup: the kernel kills its node then (procgroup.with_parent_death)
+        argv, preexec = with_parent_death([sys.executable, "-m", "cci_conformance.node", "--config",
+                                           str(self.node_config)])
         with open(self.logs / "node.log", "ab") as log:
-            self._node = subprocess.Popen([sys.executable, "-m", "cci_conformance.node", "--config",
-                                           str(self.node_config)], cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL,
-                                          stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            self._node = subprocess.Popen(argv, cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL, stdout=log,
+                                          stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                          preexec_fn=preexec)
         self._procs.append(self._node)
         try:
             self.wait_node_ready(generation_above)

@@ -10,15 +10,18 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from .. import interrupts
 from ..errors import ConfigError
 from ..paths import SUITES_DIR
+from ..procgroup import running, signal_group, stop_group, with_parent_death
+from ..waiting import WaitTimeout, wait_for
 from . import bundle
 from .report import load_report
 from .settings import DEFAULT_BACKEND, DEFAULT_TOPOLOGIES, RunSettings
 from .summary import PROGRESS_PREFIX, summary_lines
 
 PYTEST_USAGE_ERROR = 4
-INTERRUPT_GRACE_S = 30.0  # time the pytest process gets to write its partial report after SIGINT
+INTERRUPT_GRACE_S = 30.0  # time pytest gets to close its sessions and write its partial report when interrupted
 
 # A driver manifest with protocol dra/v1 (a DRA kubelet plugin) is certified by the dra-cpu suites on
 # kind (docs/dra-cpu.md): these replace the defaults of --suites, --backend and --topology for it.
@@ -129,27 +132,40 @@ def _stream(proc: subprocess.Popen, log_path: Path) -> list[str]:
 
 
 def _run_pytest(cmd: list[str], report_dir: Path, timeout: float) -> tuple[int, list[str], str]:
-    # Its own session: a terminal Ctrl-C reaches only us, and we forward exactly one SIGINT, so a
-    # second one cannot cut short the partial report pytest writes in its sessionfinish.
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                            start_new_session=True)
+    # Its own session: a terminal Ctrl-C reaches only us, and we forward exactly one interrupt, so a second
+    # one cannot cut short the partial report pytest writes in its sessionfinish. Should we be SIGKILLed,
+    # the kernel SIGTERMs pytest, which then stops as on Ctrl-C (procgroup.with_parent_death, interrupts.py).
+    argv, preexec = with_parent_death(cmd, signal.SIGTERM)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                            start_new_session=True, preexec_fn=preexec)
     result: dict = {}
     reader = threading.Thread(target=lambda: result.update(errors=_stream(proc, report_dir / bundle.PYTEST_LOG)),
                               daemon=True)
     reader.start()
     interrupted = ""
+    own_handler = interrupts.install()  # SIGTERM (CI's timeout, `kill`) stops the run as Ctrl-C does
     try:
         proc.wait(timeout=timeout)
     except (KeyboardInterrupt, subprocess.TimeoutExpired) as exc:
         interrupted = "timeout" if isinstance(exc, subprocess.TimeoutExpired) else "interrupt"
-        proc.send_signal(signal.SIGINT)  # pytest writes the partial report in its sessionfinish
-        try:
-            proc.wait(timeout=INTERRUPT_GRACE_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc, signal.SIGTERM if interrupts.requested() else signal.SIGINT)
+    finally:
+        if own_handler:
+            interrupts.uninstall()
     reader.join(timeout=10)
     return proc.returncode, result.get("errors", []), interrupted
+
+
+def _stop(proc: subprocess.Popen, sig: int) -> None:
+    """Forward one interrupt to pytest's process group (its xdist workers too), give it INTERRUPT_GRACE_S to
+    close its sessions and write the partial report, then SIGKILL what is left of the group."""
+    interrupts.handling()  # a second SIGTERM is ignored while pytest cleans up; a second Ctrl-C kills at once
+    signal_group(proc, sig)
+    try:
+        wait_for(lambda: not running(proc), INTERRUPT_GRACE_S, interval=0.05, what="pytest to end")
+    except (WaitTimeout, KeyboardInterrupt):
+        pass
+    stop_group(proc)  # reaps the leader only after the group was signalled (procgroup.py)
 
 
 def run(args) -> int:

@@ -11,7 +11,7 @@ import grpc
 
 from ..errors import ConfigError
 from ..paths import INSTALLED, PROJECT_ROOT
-from ..procgroup import exit_status, running, signal_group, stop_group
+from ..procgroup import exit_status, running, signal_group, stop_group, with_parent_death
 from ..protocol.protos import pluginregistration_pb2 as reg_pb2
 from ..protocol.protos import pluginregistration_pb2_grpc as reg_grpc
 from ..waiting import WaitTimeout, wait_for
@@ -119,8 +119,11 @@ class DriverProcess:
         with open(self.log_path, "ab") as log:
             log.write(f"--- start {' '.join(argv)}\n".encode())
             log.flush()
-            self._proc = subprocess.Popen(argv, cwd=self.manifest.folder, stdin=subprocess.DEVNULL, stdout=log,
-                                          stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            # the driver dies with the process that started it, even a SIGKILLed one (procgroup.with_parent_death)
+            command, preexec = with_parent_death(argv)
+            self._proc = subprocess.Popen(command, cwd=self.manifest.folder, stdin=subprocess.DEVNULL, stdout=log,
+                                          stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                          preexec_fn=preexec)
         if self._finalizer is not None:
             self._finalizer.detach()
         self._finalizer = weakref.finalize(self, _finalize, self._proc)

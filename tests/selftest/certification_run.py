@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from cci_conformance.paths import PROJECT_ROOT
+from cci_conformance.procgroup import running, stop_group, with_parent_death
+from cci_conformance.waiting import WaitTimeout, wait_for
 
 SUITES = PROJECT_ROOT / "suites"
 RUN_TIMEOUT_S = 900
+STOP_GRACE_S = 30.0  # an interrupted run closes its node sessions and writes its partial report in this time
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,7 @@ def certify(driver: Path, topologies: list[str], modules: list[str] | None = Non
             *(extra or [])]
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     try:
-        proc = subprocess.run(argv, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+        proc = run_pytest(argv, env, timeout)
         report = json.loads((report_dir / "report.json").read_text())
         evidence = _log_tails(report, report_dir)  # read now: the report dir goes below
     finally:
@@ -59,6 +64,32 @@ def certify(driver: Path, topologies: list[str], modules: list[str] | None = Non
                          stopped_early=report["run"].get("stopped_early"),
                          figures={r["id"]: "; ".join(f"{f.get('name')}={f.get('value')}" for f in r.get("figures", []))
                                   for r in reqs})
+
+
+def run_pytest(argv: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """Run the suites' pytest in a process group of its own; on timeout, or when this self-test is itself
+    interrupted, SIGTERM it first (it stops like Ctrl-C and closes its nodes and drivers) and SIGKILL the group
+    only after STOP_GRACE_S (``subprocess.run`` would SIGKILL at once and orphan every node and driver); a
+    SIGKILLed self-test has the kernel SIGTERM it."""
+    command, preexec = with_parent_death(argv, signal.SIGTERM)
+    proc = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, start_new_session=True, preexec_fn=preexec)
+    out: dict[str, str] = {}
+    readers = [threading.Thread(target=lambda n=name, s=stream: out.__setitem__(n, s.read()), daemon=True)
+               for name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr))]
+    for reader in readers:
+        reader.start()
+    try:
+        wait_for(lambda: not running(proc), timeout, interval=0.1, what="the certification run")
+    except BaseException as exc:  # the deadline, or Ctrl-C/SIGTERM of the self-test
+        stop_group(proc, grace_s=STOP_GRACE_S)
+        if isinstance(exc, WaitTimeout):
+            raise subprocess.TimeoutExpired(argv, timeout) from None
+        raise
+    stop_group(proc)  # reaps it (and kills any straggler of its group)
+    for reader in readers:
+        reader.join(timeout=10)
+    return subprocess.CompletedProcess(argv, proc.returncode, out.get("stdout", ""), out.get("stderr", ""))
 
 
 def _log_tails(report: dict, report_dir: Path, lines: int = 25) -> dict[str, str]:

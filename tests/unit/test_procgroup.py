@@ -6,6 +6,9 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from cci_conformance import procgroup
 from cci_conformance.waiting import wait_for
@@ -52,3 +55,29 @@ def test_stop_group_kills_children_that_ignore_sigterm():
             return fh.read().split()[2] == "Z"
 
     wait_for(gone, 10, what="the grandchild to be killed")
+
+
+@pytest.mark.parametrize("mechanism", ["setpriv", "preexec_fn"])
+def test_a_child_dies_with_its_sigkilled_parent(mechanism):
+    """The last resort (PR_SET_PDEATHSIG): a SIGKILLed harness runs no cleanup, yet its node and driver go."""
+    if mechanism == "setpriv" and procgroup._setpriv() is None:
+        pytest.skip("no setpriv with --pdeathsig on this machine")
+    fallback = "procgroup._setpriv = lambda: None;" if mechanism == "preexec_fn" else ""
+    parent = subprocess.Popen([sys.executable, "-c", (
+        f"import subprocess, sys, time; from cci_conformance import procgroup; {fallback}"
+        "argv, preexec = procgroup.with_parent_death([sys.executable, '-c', 'import time; time.sleep(120)']);"
+        "p = subprocess.Popen(argv, preexec_fn=preexec, start_new_session=True); print(p.pid, flush=True);"
+        "time.sleep(120)")], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    orphan = int(parent.stdout.readline())
+    wait_for(lambda: Path(f"/proc/{orphan}/cmdline").read_bytes().split(b"\0")[1:3] == [b"-c", b"import time; "
+             b"time.sleep(120)"], 10, what="the child to exec its command")  # not the parent's argv any more
+    parent.kill()
+    parent.wait()
+    wait_for(lambda: not Path(f"/proc/{orphan}").exists(), 10, what=f"process {orphan} to die with its parent")
+
+
+def test_a_child_whose_parent_lives_on_is_untouched():
+    argv, preexec = procgroup.with_parent_death([sys.executable, "-c", "raise SystemExit(7)"])
+    assert subprocess.Popen(argv, preexec_fn=preexec).wait(timeout=30) == 7  # the command's own exit code
+    assert subprocess.Popen([sys.executable, "-c", "raise SystemExit(8)"],
+                            preexec_fn=procgroup.dies_with_parent()).wait(timeout=30) == 8
