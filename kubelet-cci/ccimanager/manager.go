@@ -76,17 +76,17 @@ type Manager struct {
 	records map[key]Record
 	pending []Owed
 
-	// pinShared (alpha only) turns on shared-pool cpusets for containers without a grant (Affinity, alpha.go)
+	// pinShared (alpha only) turns on shared-pool cpusets for containers without a grant (Affinity, alpha.go);
+	// it is set once, when the alpha mode wakes up (activate)
 	pinShared atomic.Bool
+	wake      activation
 }
 
 // New makes a manager; Start restores its checkpoint.
 func New(cfg Config, pool Pool) *Manager {
 	m := &Manager{cfg: cfg, Registry: NewRegistry(cfg.PluginsDir, cfg.Timeout), pool: pool, records: map[key]Record{}}
 	m.Registry.onRegister = func(string) {
-		if cfg.Mode == ModeAlpha { // a CCI driver is here: every container gets its cpuset (alpha.go)
-			m.pinShared.Store(true)
-		}
+		m.activate() // alpha: a CCI driver is here, every container gets its cpuset (alpha.go)
 		go m.FlushOwed(context.Background())
 	}
 	return m

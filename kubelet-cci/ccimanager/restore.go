@@ -11,19 +11,34 @@ import "fmt"
 func (m *Manager) Restore(load func(*Checkpoint) error, notFound func(error) bool, running map[string]bool) error {
 	cp := NewCheckpoint(m.cfg.StatePath, StateData{})
 	if err := load(cp); err != nil {
-		if notFound(err) {
-			return m.saveLocked()
+		if !notFound(err) {
+			return err
 		}
-		return err
+		if m.dormant() { // alpha writes nothing until it wakes up (alpha.go)
+			return nil
+		}
+		return m.saveLocked()
 	}
-	if cp.Data.Mode != m.cfg.Mode {
+	if cp.Data.Mode != m.cfg.Mode && (len(cp.Data.Containers) > 0 || len(cp.Data.Pending) > 0) {
+		// an empty file of the other mode holds nothing any driver or container depends on: accepted, so a
+		// policy change needs only the CPU manager's own procedure (remove cpu_manager_state), docs/spec.md S3.1
 		return RestoreError(m.cfg.StatePath, fmt.Sprintf("unusable content (configured mode %s differs from checkpoint mode %s)",
 			pyRepr(m.cfg.Mode), pyRepr(cp.Data.Mode)))
 	}
+	if err := m.restoreRecords(cp.Data, running); err != nil {
+		return err
+	}
+	if m.cfg.Mode == ModeAlpha && len(m.Records()) > 0 { // grants are held: the shared pool is not every CPU
+		m.wakeUp()
+	}
+	return m.saveLocked() // a file that exists is kept current, also while alpha sleeps (owed removals)
+}
+
+func (m *Manager) restoreRecords(data StateData, running map[string]bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.pending = append([]Owed(nil), cp.Data.Pending...)
-	for _, r := range cp.Data.Containers {
+	m.pending = append([]Owed(nil), data.Pending...)
+	for _, r := range data.Containers {
 		k := key{r.PodUID, r.Container}
 		if r.ContainerID != "" && !running[r.ContainerID] {
 			// gone while the kubelet was down: owe the driver its removal, give the CPUs back
@@ -39,10 +54,7 @@ func (m *Manager) Restore(load func(*Checkpoint) error, notFound func(error) boo
 		}
 		m.records[k] = r
 	}
-	if len(m.records) > 0 && m.cfg.Mode == ModeAlpha { // grants are held: the shared pool is not every CPU
-		m.pinShared.Store(true)
-	}
-	return m.save()
+	return nil
 }
 
 func (m *Manager) saveLocked() error {
