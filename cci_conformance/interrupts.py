@@ -5,47 +5,50 @@ so every node and driver the run started (each in a session of its own) is orpha
 scratch directory. Raised as KeyboardInterrupt in the main thread instead, SIGTERM takes pytest's Ctrl-C
 path: the test stops, fixtures close their sessions, the report is written as interrupted, exit code 2.
 
-A KeyboardInterrupt can be lost. Python only prints an exception raised while a ``__del__`` or a weakref
-finalizer runs, and the handler runs wherever the main thread is: a SIGTERM that landed in gRPC's
-``Channel.__del__`` let ACCT-010 run on for 54 s. So when the signal arrives inside a finalizer it is
-sent again a moment later instead of raised there. Code under test may also catch BaseException: the
-request is remembered, and :func:`pending` tells pytest hooks to stop the run at the next test boundary.
-Once the interrupt is being handled (:func:`handling`), later SIGTERMs are ignored: the cleanup they would
-cut short is what leaves processes behind, and it is bounded by deadlines (procgroup.stop_group); SIGKILL
-remains for the impatient.
+A KeyboardInterrupt can be lost. The handler runs wherever the main thread is, and Python only prints
+(``sys.unraisablehook``) an exception raised in a ``__del__`` or a gc callback: SIGTERMs that landed in
+gRPC's ``Channel.__del__`` and in hypothesis's gc callback let ACCT-010 run on for 54 and 56 s. So while
+an interrupt is pending, a dropped KeyboardInterrupt has the signal sent again a moment later. Code under
+test may also catch BaseException: the request is remembered, and :func:`pending` tells pytest hooks to
+stop the run at the next test boundary.
+One SIGTERM, one interrupt: later SIGTERMs (a process group signalled twice, say by ``timeout`` and by
+the run's own forwarding) are ignored, since the cleanup they would cut short is what leaves processes
+behind, and it is bounded by deadlines (procgroup.stop_group); SIGKILL remains for the impatient.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
-import weakref
 
 RESEND_S = 0.05  # a finalizer is short: the signal comes back once it returned
-_state = {"requested": False, "handling": False}
+_state = {"requested": False, "handling": False, "dropped": False}
 
 
-def _in_finalizer(frame) -> bool:
-    """Whether an exception raised in ``frame`` would end in a ``__del__`` or a weakref finalizer, where
-    Python prints it and goes on."""
-    while frame is not None:
-        code = frame.f_code
-        if code.co_name == "__del__" or (code.co_name == "__call__" and code.co_filename == weakref.__file__):
-            return True
-        frame = frame.f_back
-    return False
+class _ResendIfDropped:
+    """``sys.unraisablehook`` once a SIGTERM arrived: Python dropped its KeyboardInterrupt in a finalizer or a
+    gc callback, so send the signal again, to land after it; then report as the hook it wraps does."""
+
+    def __init__(self, previous):
+        self.previous = previous
+
+    def __call__(self, unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and pending():
+            _state["dropped"] = True
+            resend = threading.Timer(RESEND_S, os.kill, (os.getpid(), signal.SIGTERM))
+            resend.daemon = True
+            resend.start()
+        self.previous(unraisable)
 
 
-def _on_sigterm(signum, frame) -> None:
-    if _state["handling"]:
-        return
-    _state["requested"] = True
-    if _in_finalizer(frame):
-        resend = threading.Timer(RESEND_S, os.kill, (os.getpid(), signum))
-        resend.daemon = True
-        resend.start()
-        return
+def _on_sigterm(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
+    if _state["handling"] or (_state["requested"] and not _state["dropped"]):
+        return  # one interrupt per run: a second SIGTERM must not cut short the cleanup of the first
+    _state.update(requested=True, dropped=False)
+    if not isinstance(sys.unraisablehook, _ResendIfDropped):  # set now: pytest replaces it at configure
+        sys.unraisablehook = _ResendIfDropped(sys.unraisablehook)
     raise KeyboardInterrupt(f"terminated by signal {signum} (SIGTERM)")
 
 
@@ -55,7 +58,7 @@ def install() -> bool:
     pytester's, leaves it to the outer one). True when this call installed it: the caller uninstalls."""
     if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
         return False
-    _state.update(requested=False, handling=False)
+    _state.update(requested=False, handling=False, dropped=False)
     signal.signal(signal.SIGTERM, _on_sigterm)
     return True
 
@@ -64,7 +67,9 @@ def uninstall() -> None:
     """Give SIGTERM its default action back (if our handler is the one in place)."""
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is _on_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _state.update(requested=False, handling=False)
+    if isinstance(sys.unraisablehook, _ResendIfDropped):
+        sys.unraisablehook = sys.unraisablehook.previous
+    _state.update(requested=False, handling=False, dropped=False)
 
 
 def pending() -> bool:
@@ -78,5 +83,6 @@ def requested() -> bool:
 
 
 def handling() -> None:
-    """The interrupt is being handled (pytest reached its KeyboardInterrupt path): ignore further SIGTERMs."""
+    """The interrupt is being handled (pytest reached its KeyboardInterrupt path, or the CLI forwards it):
+    from now on no SIGTERM raises, not even a first one."""
     _state["handling"] = True

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from .protocol.capabilities import KNOWN_CAPABILITIES
 
 FIXTURES_PACKAGE = "cci_conformance_fixtures"  # a private name: "fixtures" is also a PyPI package
 FIXTURES_DIR = PROJECT_ROOT / "fixtures"
+EXECNET_BOOTSTRAP = b"exec(eval(sys.stdin.readline()))"  # the command line of an xdist worker (execnet popen)
 MARKERS = (
     "requirement(*ids): the catalog requirement(s) this conformance test proves",
     "needs(*capabilities): driver capabilities the test needs (skipped with the reason when undeclared)",
@@ -154,6 +157,8 @@ class _SigtermInterrupt:
 
     def pytest_keyboard_interrupt(self, excinfo) -> None:
         interrupts.handling()
+        if interrupts.requested():  # SIGTERM may have reached this process alone (Ctrl-C reaches the terminal's
+            _terminate_xdist_workers()  # whole group): its workers would wait for xdist's teardown, 5 to 10 s
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -161,6 +166,22 @@ class _SigtermInterrupt:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         interrupts.uninstall()
+
+
+def _terminate_xdist_workers() -> None:
+    """SIGTERM this process's pytest-xdist workers (execnet popen children), which then stop as we do; a
+    worker already interrupted ignores it (interrupts.py: one SIGTERM, one interrupt)."""
+    try:
+        children = {pid for task in Path("/proc/self/task").iterdir()
+                    for pid in (task / "children").read_text().split()}
+    except OSError:  # no /proc, or a kernel without the children file: xdist's teardown stops them
+        return
+    for pid in children:
+        try:
+            if EXECNET_BOOTSTRAP in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.kill(int(pid), signal.SIGTERM)
+        except OSError:  # exited meanwhile
+            continue
 
 
 class _XdistCount:
