@@ -86,9 +86,12 @@ def _register_fixtures(config: pytest.Config) -> None:
             config.pluginmanager.register(module, f"cci-fixtures-{name}")
 
 
-def _prepare_backend(settings: RunSettings) -> None:
-    """Tell the backend every machine the run will ask for: the run's topologies and LAT-004's growth machines
-    (the kind backend makes one worker per machine when its cluster is created)."""
+GROWTH_REQUIREMENT = "LAT-004"  # its test measures machines beside the run's (certify/budgets.growth_machines)
+
+
+def _prepare_backend(settings: RunSettings, growth: bool) -> None:
+    """Tell the backend every machine the run will ask for: the run's topologies and, when LAT-004's test runs,
+    its growth machines (the kind backend makes one worker per machine when its cluster is created)."""
     from .backends.base import get_backend
     from .certify.budgets import growth_machines
     from .certify.settings import load_topology
@@ -99,7 +102,7 @@ def _prepare_backend(settings: RunSettings) -> None:
     except ConfigError:
         return  # reported by settings.validate() with the field and the fix
     machines = {t.name: t for t in topologies}
-    for t in topologies:
+    for t in topologies if growth else ():
         for machine in growth_machines(t, topologies):
             machines.setdefault(machine.name, machine)
     backend.prepare(tuple(machines.values()))
@@ -123,7 +126,6 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = _settings(config)
     config.stash[SETTINGS] = settings
     _register_fixtures(config)
-    _prepare_backend(settings)
     if _is_worker(config):
         return
     if _asked_for_certification(config):
@@ -311,6 +313,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         report = pytest.CollectReport(item.nodeid, "failed", longrepr=problem, result=[])
         config.hook.pytest_collectreport(report=report)
     items[:] = keep
+    _prepare_backend(settings, any(GROWTH_REQUIREMENT in _marker_args(i, "requirement") for i in keep))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -127,6 +127,17 @@ def free_cores(topology: Topology, free: CPUs) -> list[CPUs]:
     return [c for c in topology.cores if c <= free]
 
 
+def sent_claim(session, pod_uid: str, container: str) -> tuple[str, str, str]:
+    """(namespace, claim_uid, claim_name) the node sent the driver for this container, read from the node: a
+    backend names claims its own way (kind: the ResourceClaim's uid and name), so a retried call must use
+    these, or it is a call about another claim and proves nothing about a repeat."""
+    for c in session.snapshot().containers:
+        if (c.pod_uid, c.container) == (pod_uid, container):
+            assert c.claim_uid and c.claim_name, f"the node reports no claim for CCI container {pod_uid}/{container}"
+            return c.namespace, c.claim_uid, c.claim_name
+    raise AssertionError(f"no container {pod_uid}/{container} on the node")
+
+
 def driver_client(session, deadline_s: float = 5.0):
     """A CCI client on the driver's own socket, for calls the node never repeats (retries after a lost reply)."""
     from cci_conformance.drivers.client import CCIClient

@@ -15,6 +15,7 @@ from claimkit import (
     ledger,
     multi_claim_pod,
     params,
+    sent_claim,
     shared,
 )
 
@@ -109,11 +110,11 @@ def test_repeated_admit_returns_the_same_grant(node, pods, grant):
     parameters = exclusive(3)
     result, _ = grant(parameters)
     a = result.containers[0]
-    pod = claim_pod(parameters, uid=a.pod_uid)
     client = driver_client(node)
     try:
-        retry = client.admit(pod=a.pod_uid, container=a.container, claim_uid=pod.claims[0].uid,
-                             claim_name=pod.claims[0].name, namespace=pod.namespace, claim=handle(parameters),
+        namespace, claim_uid, claim_name = sent_claim(node, a.pod_uid, a.container)
+        retry = client.admit(pod=a.pod_uid, container=a.container, claim_uid=claim_uid,
+                             claim_name=claim_name, namespace=namespace, claim=handle(parameters),
                              available=available_now(node.snapshot()) | a.cpus)
     finally:
         client.close()
@@ -131,10 +132,12 @@ def test_repeated_or_unknown_remove_succeeds_and_changes_nothing(node, pods, gra
     result, _ = grant(exclusive(2))
     kept, _ = grant(exclusive(2))
     a = result.containers[0]
-    pods.delete(a.pod_uid)
     client = driver_client(node)
     try:
-        again = client.remove(claim_uid=f"claim-{a.pod_uid}", claim_name="claim", container_id=a.container_id)
+        namespace, claim_uid, claim_name = sent_claim(node, a.pod_uid, a.container)
+        pods.delete(a.pod_uid)
+        again = client.remove(claim_uid=claim_uid, claim_name=claim_name, namespace=namespace,
+                              container_id=a.container_id)
         unknown = client.remove(claim_uid="claim-never-seen", claim_name="claim", container_id="f" * 64)
     finally:
         client.close()

@@ -13,6 +13,7 @@ from claimkit import (
     fmt,
     handle,
     node_problems,
+    sent_claim,
     shared,
     standard_pod,
     static_pod,
@@ -61,8 +62,9 @@ def readmit(node, result, parameters) -> object:
     a = result.containers[0]
     client = driver_client(node)
     try:
-        return client.admit(pod=a.pod_uid, container=a.container, claim_uid=f"claim-{a.pod_uid}", claim_name="claim",
-                            namespace="conformance", claim=handle(parameters),
+        namespace, claim_uid, claim_name = sent_claim(node, a.pod_uid, a.container)
+        return client.admit(pod=a.pod_uid, container=a.container, claim_uid=claim_uid, claim_name=claim_name,
+                            namespace=namespace, claim=handle(parameters),
                             available=available_now(node.snapshot()) | a.cpus)
     finally:
         client.close()

@@ -72,5 +72,6 @@ def containers_of(pods: list[dict], read: NodeRead) -> tuple[ContainerState, ...
                 namespace=meta["namespace"], pod_name=meta["name"], pod_uid=meta["uid"],
                 container=status["name"], container_id=cid, source=source, store_cpus=cpus,
                 runtime_cpus=recorded[cid], exclusive=exclusive, claim_uid=record["claimUID"] if record else "",
+                claim_name=record["claimName"] if record else "",
                 running=bool(status["state"].get("running"))))
     return tuple(sorted(out, key=lambda c: (c.pod_uid, c.container)))

@@ -83,6 +83,7 @@ class ContainerState:
     runtime_cpus: CPUs  # what the runtime applied (cpuset.cpus of its cgroup-like file)
     exclusive: bool
     claim_uid: str = ""
+    claim_name: str = ""  # with claim_uid: what the node sent the driver (suites retry calls with them)
     running: bool = True
 
 

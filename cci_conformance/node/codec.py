@@ -80,7 +80,8 @@ def snapshot_to_json(s: NodeSnapshot) -> str:
         "containers": [{"namespace": c.namespace, "podName": c.pod_name, "podUID": c.pod_uid,
                         "container": c.container, "containerID": c.container_id, "source": c.source,
                         "storeCpus": format_cpulist(c.store_cpus), "runtimeCpus": format_cpulist(c.runtime_cpus),
-                        "exclusive": c.exclusive, "claimUID": c.claim_uid, "running": c.running}
+                        "exclusive": c.exclusive, "claimUID": c.claim_uid, "claimName": c.claim_name,
+                        "running": c.running}
                        for c in s.containers],
         "drivers": list(s.drivers), "nodeGeneration": s.node_generation, "policy": s.policy,
         "withheld": {k: format_cpulist(v) for k, v in s.withheld.items()},
@@ -112,7 +113,7 @@ def snapshot_from_json(text: str) -> NodeSnapshot:
                 namespace=c["namespace"], pod_name=c["podName"], pod_uid=c["podUID"], container=c["container"],
                 container_id=c["containerID"], source=c["source"], store_cpus=parse_cpulist(c["storeCpus"]),
                 runtime_cpus=parse_cpulist(c["runtimeCpus"]), exclusive=c["exclusive"], claim_uid=c["claimUID"],
-                running=c["running"]) for c in d["containers"]),
+                claim_name=c["claimName"], running=c["running"]) for c in d["containers"]),
             drivers=tuple(d["drivers"]), node_generation=d["nodeGeneration"], policy=d["policy"],
             withheld={k: parse_cpulist(v) for k, v in d["withheld"].items()},
             pending=tuple(owed_from_dict(o) for o in d["pending"]), startup=tuple(d["startup"]),

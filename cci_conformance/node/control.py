@@ -22,7 +22,7 @@ def snapshot(node: Node) -> NodeSnapshot:
             ContainerState(namespace=r.namespace, pod_name=r.pod_name, pod_uid=r.pod_uid, container=r.container,
                            container_id=r.container_id, source=r.source, store_cpus=store.effective(r),
                            runtime_cpus=on_disk.get(k) or frozenset(), exclusive=bool(r.exclusive),
-                           claim_uid=r.claim_uid, running=r.running)
+                           claim_uid=r.claim_uid, claim_name=r.claim_name, running=r.running)
             for k, r in sorted(store.records.items()))
         return NodeSnapshot(
             mode=node.config.mode, online=store.online, reserved=store.reserved, shared_pool=store.shared_pool,
