@@ -101,7 +101,8 @@ def _read(records, entries, default="0,8-15", recorder="") -> node_view.NodeRead
 
 def _record(pod, exclusive="", withheld="", shared="", groups=()):
     return {"podUID": pod, "container": "c0", "exclusive": exclusive, "withheld": withheld, "shared": shared,
-            "groups": [{"cpuset": g, "exclusive": bool(exclusive)} for g in groups], "claimUID": "cl-" + pod}
+            "groups": [{"cpuset": g, "exclusive": bool(exclusive)} for g in groups], "claimUID": "cl-" + pod,
+            "claimName": "claim-" + pod}
 
 
 def test_effective_cpusets_follow_the_kubelets_rule():
