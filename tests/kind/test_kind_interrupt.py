@@ -1,0 +1,63 @@
+"""kind: a run of the kind backend stopped by SIGTERM or Ctrl-C leaves no cluster, container, network or scratch dir."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from cci_conformance.kind import nodeimage, toolchain
+from cci_conformance.kind.cluster import CLUSTER_MARKER, WORKDIR_PREFIX
+from cci_conformance.waiting import wait_for
+
+pytestmark = [pytest.mark.kind, pytest.mark.slow]
+
+PROJECT = Path(__file__).resolve().parents[2]
+UP_TIMEOUT_S = 600  # cluster, driver image, registration on a loaded 2-CPU host
+STOP_TIMEOUT_S = 180  # interrupted: the test in flight ends, the sessions close, the cluster is deleted
+
+
+def _docker(*args: str) -> list[str]:
+    out = subprocess.run(["docker", *args], capture_output=True, text=True, check=True, timeout=60).stdout
+    return out.split()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+def test_an_interrupted_kind_run_leaves_nothing(sig, tmp_path):
+    problem = toolchain.docker_problem()
+    if problem or not nodeimage.image_exists(nodeimage.default_image()):
+        pytest.skip(f"kind interrupt: {problem or 'no node image (cci-conformance kind build-node-image)'}")
+    prefix = f"cci-intr-{sig.name.lower()}"
+    report = tmp_path / "report"
+    argv = [sys.executable, "-m", "cci_conformance", "run", "--backend", "kind", "--driver",
+            str(PROJECT / "drivers_under_test" / "go-reference"), "--topology", "laptop-1s4c-smt2",
+            "--report-dir", str(report), "-k", "test_restart"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=dict(os.environ, CCI_KIND_PREFIX=prefix),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        # stop it once a test is running on the cluster: its workers exist and the driver registered
+        wait_for(lambda: _docker("ps", "-q", "--filter", f"name={prefix}") and
+                 (report / "pytest.log").is_file() and "[cci] [" in (report / "pytest.log").read_text(),
+                 UP_TIMEOUT_S, interval=2.0, what="the kind run to finish its first test")
+        os.killpg(proc.pid, sig) if sig == signal.SIGINT else proc.send_signal(sig)
+        proc.wait(timeout=STOP_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, proc.stdout.read().decode(errors="replace")[-3000:]
+    assert json.loads((report / "report.json").read_text())["run"]["interrupted"] is True
+    assert _docker("ps", "-aq", "--filter", f"name={prefix}") == [], "node containers left"
+    assert [n for n in _docker("network", "ls", "--format", "{{.Name}}") if n.startswith(prefix)] == []
+    clusters = subprocess.run([str(toolchain.kind_binary()), "get", "clusters"], capture_output=True, text=True,
+                              check=False, timeout=60).stdout.split()
+    assert [c for c in clusters if c.startswith(prefix)] == []
+    ours = [d for d in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*")
+            if (d / CLUSTER_MARKER).is_file() and (d / CLUSTER_MARKER).read_text().startswith(prefix)]
+    assert ours == [], f"scratch dirs left: {ours}"
