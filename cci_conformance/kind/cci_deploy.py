@@ -65,8 +65,9 @@ def apply_and_register(cluster: KindCluster, plan: CCIDriverDeployment, items: l
     answers = wait_for(lambda: kubelet_registrations(plan.node_name, plan.driver_name, since), timeout=timeout,
                        interval=0.5, what=f"the kubelet of {plan.node_name} to answer CCI driver "
                                           f"{plan.driver_name}'s registration")
-    if answers[-1] is not None:
-        raise RegistrationRefused(answers[-1])
+    if answers[-1] is not None:  # named, so the run's startup probe blames the driver (certify/probe.py)
+        raise RegistrationRefused(f"the kubelet of {plan.node_name} refused CCI driver {plan.driver_name}'s "
+                                  f"registration: {answers[-1]}")
     return time.monotonic() - started
 
 
