@@ -21,7 +21,8 @@ from .settings import DEFAULT_BACKEND, DEFAULT_TOPOLOGIES, RunSettings
 from .summary import PROGRESS_PREFIX, summary_lines
 
 PYTEST_USAGE_ERROR = 4
-INTERRUPT_GRACE_S = 30.0  # time pytest gets to close its sessions and write its partial report when interrupted
+INTERRUPT_GRACE_S = 240.0  # time pytest gets to close its sessions and write its partial report when interrupted
+# (an embedded run needs seconds; a kind run deletes its pods and its cluster, minutes on a loaded host)
 
 # A driver manifest with protocol dra/v1 (a DRA kubelet plugin) is certified by the dra-cpu suites on
 # kind (docs/dra-cpu.md): these replace the defaults of --suites, --backend and --topology for it.

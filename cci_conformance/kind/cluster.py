@@ -171,3 +171,23 @@ def delete_clusters(kind: Path, prefix: str = "cci-") -> list[str]:
         if marker.read_text().startswith(prefix) and marker.read_text() not in alive:
             shutil.rmtree(marker.parent, ignore_errors=True)
     return removed
+
+
+def delete_orphans(kind: Path) -> list[str]:
+    """Delete the clusters of harness processes that died without deleting them (SIGKILL, a lost machine
+    session): a cluster is the harness's when a scratch dir names it (CLUSTER_MARKER), and orphaned when its
+    name ends in the pid of a process that no longer runs. Other clusters, and live runs', are left alone."""
+    alive = set(list_clusters(kind))
+    removed = []
+    for marker in Path("/tmp").glob(f"{WORKDIR_PREFIX}*/{CLUSTER_MARKER}"):
+        name = marker.read_text().strip()
+        pid = name.rsplit("-", 1)[-1]
+        if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+            continue
+        if name in alive:
+            run([kind, "delete", "cluster", "--name", name], timeout=180, env={"KUBECONFIG": os.devnull})
+            subprocess.run(["docker", "network", "rm", f"{name}-net"], capture_output=True, check=False, timeout=60)
+            removed.append(name)
+        shutil.rmtree(marker.parent, ignore_errors=True)
+    return removed
+

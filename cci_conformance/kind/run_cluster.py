@@ -16,7 +16,7 @@ from ..node.profile import NodeConfig, parse_config
 from ..topology.model import Topology
 from . import driver_images
 from .cci_manifests import CCIDriverDeployment
-from .cluster import KindCluster
+from .cluster import KindCluster, delete_orphans
 from .cluster_config import ClusterPlan, NodePlan
 from .kube_api import KubeAPI
 from .runner import say
@@ -123,6 +123,8 @@ class RunCluster:
         # so pytest ends and atexit runs (the default action would end the process without either).
         if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
             signal.signal(signal.SIGTERM, _interrupt)
+        for orphan in delete_orphans(toolchain.kind_binary()):  # a SIGKILLed run could not delete its own
+            say(f"kind backend: deleted {orphan}, left by a run that no longer exists")
         started = time.monotonic()
         try:
             self.cluster.create()

@@ -22,7 +22,7 @@ TOPOLOGY = "laptop-1s4c-smt2"
 SLOW_TEST = "test_invariants_hold_under_random_interleavings"  # ACCT-010: about a minute on TOPOLOGY
 MARKER = "CCI_SIGTERM_TEST_RUN"  # an environment variable every process of the run inherits
 STARTUP_DEADLINE_S = 120.0  # pytest start, the startup probe's session, then the test's own fresh node
-EXIT_DEADLINE_S = 45.0  # the CLI gives pytest 30 s (certify/cli.py INTERRUPT_GRACE_S) before it kills the group
+EXIT_DEADLINE_S = 45.0  # an embedded run ends in seconds (the CLI would wait up to INTERRUPT_GRACE_S for a kind run)
 
 
 def run_processes(marker: str) -> dict[int, list[str]]:

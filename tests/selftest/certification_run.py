@@ -18,7 +18,8 @@ from cci_conformance.waiting import WaitTimeout, wait_for
 
 SUITES = PROJECT_ROOT / "suites"
 RUN_TIMEOUT_S = 900
-STOP_GRACE_S = 30.0  # an interrupted run closes its node sessions and writes its partial report in this time
+STOP_GRACE_S = 240.0  # an interrupted run closes its node sessions and writes its partial report in this time
+# (kind runs included: their cluster is deleted at exit, minutes on a loaded host)
 
 
 @dataclass(frozen=True)

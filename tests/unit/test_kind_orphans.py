@@ -1,0 +1,43 @@
+"""Clusters of harness runs that died are found by their scratch dir and deleted; live runs' and others' are kept."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from cci_conformance.kind.cluster import CLUSTER_MARKER, WORKDIR_PREFIX, delete_orphans
+
+DEAD_PID = 4194303  # above the default pid_max's live range on these hosts: no such process
+
+
+def _fake_kind(tmp: Path, clusters: list[str]) -> Path:
+    """A `kind` that lists ``clusters`` and records each `delete cluster --name N` in deleted.txt."""
+    script = tmp / "kind"
+    script.write_text("#!/bin/sh\n"
+                      f'if [ "$1" = get ]; then printf "%s\\n" {" ".join(clusters)}; exit 0; fi\n'
+                      f'if [ "$1" = delete ]; then echo "$4" >> {tmp}/deleted.txt; exit 0; fi\n'
+                      "exit 1\n")
+    script.chmod(0o755)
+    return script
+
+
+def _scratch(name: str) -> Path:
+    d = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir="/tmp"))
+    (d / CLUSTER_MARKER).write_text(name)
+    return d
+
+
+def test_only_clusters_of_dead_harness_runs_are_deleted(tmp_path):
+    assert not Path(f"/proc/{DEAD_PID}").exists()
+    dead, live = f"cci-unit-orphan-{DEAD_PID}", f"cci-unit-live-{os.getpid()}"
+    dirs = [_scratch(dead), _scratch(live)]
+    kind = _fake_kind(tmp_path, [dead, live, f"someone-else-{DEAD_PID}"])
+    try:
+        assert delete_orphans(kind) == [dead]
+        assert (tmp_path / "deleted.txt").read_text().split() == [dead]
+        assert not dirs[0].exists() and dirs[1].exists()  # a live run's scratch dir stays
+    finally:
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
