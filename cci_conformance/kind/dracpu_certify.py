@@ -15,6 +15,7 @@ from ..topology import library
 from . import dracpu, nodeimage, toolchain
 from .cluster import KindCluster
 from .cluster_config import ClusterPlan, NodePlan
+from .dracpu_latency import preparation_latency
 from .dracpu_manifests import DriverDeployment, feature_gates
 from .dracpu_restarts import container_restart, driver_down, driver_restart, driver_restart_prepared
 from .dracpu_scenarios import INCONCLUSIVE, Finding, empty_shared_pool, registration, shared_claim, steady
@@ -22,9 +23,10 @@ from .dracpu_session import DraCpuSession
 from .runner import say
 
 CATALOG = SUITES_DIR / "dra_cpu" / "requirements.yaml"
-# In this order on one worker; each cleans up after itself. The empty shared pool comes last: it fills the node.
+# In this order on one worker; each cleans up after itself. The empty shared pool comes last of those
+# that make pods: it fills the node. LAT-501 then reads the kubelet's timing of every preparation of the run.
 SCENARIOS = (steady, shared_claim, container_restart, driver_restart, driver_restart_prepared, driver_down,
-             empty_shared_pool)
+             empty_shared_pool, preparation_latency)
 NOT_RUN = "not run"
 # Measured by no scenario yet, with the reason the findings say.
 NOT_COVERED = {

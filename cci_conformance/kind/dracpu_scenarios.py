@@ -137,7 +137,8 @@ def steady(s: DraCpuSession) -> list[Finding]:
     found.append(Finding("CLAIM-504", FAIL if split else PASS, "steady", [
         f"claim of {tpc} CPUs on an empty node got {format_cpulist(union_of(pods[0]))}" +
         (f": partial cores {[format_cpulist(c) for c in split]}" if split else ": one whole core")]))
-    found.append(latency(s, [p.pod for p in pods]))
+    # LAT-501 is judged at the end of the run (dracpu_latency.preparation_latency): every preparation counts.
+    s.start_spans = start_spans(s, [p.pod for p in pods])
     s.cleanup(["st-shared"] + [p.pod for p in pods], [c for p in pods for c in p.claims])
     return found
 
@@ -150,34 +151,9 @@ def _seconds(pod: dict, frm: str, to: str) -> float | None:
     return (parse(times[to]) - parse(times[frm])).total_seconds()
 
 
-def latency(s: DraCpuSession, pods: list[str]) -> Finding:
-    """Scheduled-to-ready per claimed pod (1 s resolution) and the kubelet's PrepareResources histogram."""
-    spans = {name: _seconds(s.get("pod", name), "PodScheduled", "Ready") for name in pods}
-    metric = [line for line in s.kubelet_metric("dra_operations_duration_seconds")
-              if "PrepareResources" in line and ("_sum" in line or "_count" in line)]
-    evidence = [f"scheduled->ready: {', '.join(f'{k} {v}s' for k, v in spans.items())}"] + metric[:4]
-    figures = [{"name": "scheduled_to_ready_max", "value": max(v for v in spans.values() if v is not None),
-                "unit": "s"}] if any(v is not None for v in spans.values()) else []
-    figures += prepare_figures(metric)
-    # No kind latency budget is set yet (docs/dra-cpu.md): the figures are reported, not judged.
-    return Finding("LAT-501", INCONCLUSIVE, "steady", evidence + ["no dra-cpu budget on kind yet: measured only"],
-                   figures)
-
-
-def prepare_figures(metric: list[str]) -> list[dict]:
-    """The mean of the kubelet's successful PrepareResources calls from its histogram's _sum and _count.
-
-    The kubelet 1.34 labels them is_error="true" (pkg/kubelet/cm/dra/manager.go: FormatBool(err == nil)).
-    """
-    values: dict[str, float] = {}
-    for line in metric:
-        name, _, rest = line.partition("{")
-        if 'is_error="true"' in rest and name.endswith(("_sum", "_count")):
-            values[name.rsplit("_", 1)[1]] = float(rest.rsplit(None, 1)[1])
-    if not values.get("count") or "sum" not in values:
-        return []
-    return [{"name": "prepare_resources_mean", "value": values["sum"] / values["count"], "unit": "s"},
-            {"name": "prepare_resources_calls", "value": values["count"], "unit": ""}]
+def start_spans(s: DraCpuSession, pods: list[str]) -> dict[str, float | None]:
+    """Scheduled-to-ready per pod (1 s resolution of pod conditions), for LAT-501's figures."""
+    return {name: _seconds(s.get("pod", name), "PodScheduled", "Ready") for name in pods}
 
 
 def shared_claim(s: DraCpuSession) -> list[Finding]:

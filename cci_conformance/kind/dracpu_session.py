@@ -46,6 +46,7 @@ class DraCpuSession:
         self.ready_seconds: float | None = None
         self.checkpoints: list[tuple[datetime, set[str]]] = []
         self.recorder_replaced = False
+        self.start_spans: dict[str, float | None] = {}  # steady pods' scheduled-to-ready, for LAT-501
 
     # -- kubectl ---------------------------------------------------------------------------------
     def apply(self, *items: dict) -> None:

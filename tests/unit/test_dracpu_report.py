@@ -9,7 +9,7 @@ import pytest
 
 from cci_conformance.certify.cli import DRA_TOPOLOGIES
 from cci_conformance.certify.report import validation_errors
-from cci_conformance.kind import dracpu_certify, dracpu_suite
+from cci_conformance.kind import dracpu_certify, dracpu_latency, dracpu_suite
 from cci_conformance.kind.dracpu_suite import ClusterSpec
 from cci_conformance.paths import PROJECT_ROOT, SUITES_DIR
 
@@ -19,10 +19,42 @@ DIGEST = {"algorithm": "sha256", "of": "image", "value": "ab" * 32, "files": 1}
 # v0.2.0's findings per requirement on a policy-none individual cluster (docs/dra-cpu.md "Findings").
 V020 = {"CLAIM-501": "pass", "CLAIM-502": "pass", "CLAIM-503": "pass", "CLAIM-504": "pass", "ACCT-501": "fail",
         "ACCT-502": "fail", "RESTART-501": "fail", "RESTART-502": "fail", "RESTART-503": "fail",
-        "ROBUST-501": "pass", "LAT-501": "inconclusive", "REG-501": "pass"}
-# ... and in the report: a fail anywhere fails, a requirement measured but not judged is untested.
-V020_REPORT = {**{rid: v for rid, v in V020.items() if v != "inconclusive"}, "CLAIM-502": "fail",
-               "LAT-501": "untested", "ROBUST-502": "fail"}
+        "ROBUST-501": "pass", "LAT-501": "pass", "REG-501": "pass"}
+# ... and in the report: a fail anywhere fails.
+V020_REPORT = {**V020, "CLAIM-502": "fail", "ROBUST-502": "fail"}
+PREPARE = 'driver_name="dra.cpu",grpc_status_code="{code}",method_name="/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/' \
+    'NodePrepareResources"'
+
+
+def grpc_lines(within: int, over: int, mean: float = 0.02, code: str = "OK") -> list[str]:
+    """The kubelet's dra_grpc_operations_duration_seconds for NodePrepareResources (its 1.34 buckets start at 0.1)."""
+    labels, n = PREPARE.format(code=code), within + over
+    name = dracpu_latency.GRPC_METRIC
+    return [f'{name}_bucket{{{labels},le="0.1"}} {within}', f'{name}_bucket{{{labels},le="0.15355"}} {n}',
+            f'{name}_bucket{{{labels},le="+Inf"}} {n}', f"{name}_sum{{{labels}}} {mean * n}",
+            f"{name}_count{{{labels}}} {n}"]
+
+
+class MetricSession:
+    """What preparation_latency reads of a DraCpuSession: the kubelet's metrics and the steady pods' spans."""
+
+    def __init__(self, lines: list[str]):
+        self.lines, self.start_spans = lines, {"st-core": 1.0, "st-odd": 2.0}
+
+    def kubelet_metric(self, name: str) -> list[str]:
+        return [line for line in self.lines if line.startswith(name)]
+
+
+@pytest.fixture
+def quiet_host(monkeypatch):
+    """A host whose run queue does not excuse a slow call (this one's may be long: other sessions' clusters)."""
+    monkeypatch.setattr(dracpu_latency, "host_load_per_cpu", lambda: 0.5)
+
+
+def lat501(lines: list[str]) -> dict:
+    """LAT-501's finding from kubelet metric text, by the scenario the kind run uses."""
+    [finding] = dracpu_latency.preparation_latency(MetricSession(lines))
+    return finding.as_dict()
 
 
 def fake_findings(spec: ClusterSpec) -> list[dict]:
@@ -30,9 +62,9 @@ def fake_findings(spec: ClusterSpec) -> list[dict]:
         wanted = {"REG-501": "pass", "ROBUST-501": "pass", "ROBUST-502": "fail"}
     else:
         wanted = dict(V020, **({"CLAIM-502": "fail"} if spec.mode == dracpu_suite.GROUPED else {}))
-    figures = {"LAT-501": [{"name": "prepare_resources_mean", "value": 0.012, "unit": "s"}]}
-    return [{"requirement": rid, "verdict": v, "scenario": "fake", "evidence": [f"{rid} on {spec.id}: {v}"],
-             "figures": figures.get(rid, [])} for rid, v in wanted.items()]
+    return [lat501(grpc_lines(9, 0)) if rid == "LAT-501" else
+            {"requirement": rid, "verdict": v, "scenario": "fake", "evidence": [f"{rid} on {spec.id}: {v}"],
+             "figures": []} for rid, v in wanted.items()]
 
 
 def fake_run_cluster(spec: ClusterSpec, version, name, logs_dir, *, errors=()) -> dict:
@@ -74,7 +106,7 @@ def test_findings_become_the_standard_report(pytester, fake_kind):
     assert validation_errors(report) == []
     assert statuses(report) == V020_REPORT
     assert report["verdict"]["state"] == "not-certified" and report["verdict"]["exit_code"] == 1
-    assert report["verdict"]["untested_required"] == ["LAT-501"]
+    assert report["verdict"]["untested_required"] == []
     run = report["run"]
     assert run["backend"] == "kind" and [t["name"] for t in run["topologies"]] == list(DRA_TOPOLOGIES)
     assert run["driver"]["name"] == "dra-driver-cpu" and run["driver"]["version"] == "v0.2.0"
@@ -89,7 +121,8 @@ def test_findings_become_the_standard_report(pytester, fake_kind):
     assert "grouped" in failed["nodeid"] and "CLAIM-502 on server-2s8c-smt2-intel-grouped: fail" in failed["reason"]
     assert failed["evidence"][0] == "sessions/server-2s8c-smt2-intel-grouped/findings.json"
     assert (pytester.path / "out" / failed["evidence"][0]).is_file()
-    assert {f["name"] for f in by_req["LAT-501"]["figures"]} == {"prepare_resources_mean"}
+    assert {f["name"] for f in by_req["LAT-501"]["figures"]} >= {"prepare_calls", "prepare_calls_over_budget",
+                                                                 "prepare_budget_max", "scheduled_to_ready_max"}
     # The same reporter's other files: JUnit (one testcase per requirement and cluster) and HTML.
     cases = ET.parse(pytester.path / "out" / "junit.xml").getroot().iter("testcase")
     assert sum(1 for _ in cases) == sum(len(r["tests"]) for r in report["requirements"])
@@ -149,13 +182,70 @@ def test_cluster_specs_defaults():
 
 
 def test_prepare_figures_read_the_successful_calls():
-    from cci_conformance.kind.dracpu_scenarios import prepare_figures
-
     metric = ['dra_operations_duration_seconds_sum{is_error="true",operation_name="PrepareResources"} 0.06',
               'dra_operations_duration_seconds_count{is_error="true",operation_name="PrepareResources"} 5',
               'dra_operations_duration_seconds_sum{is_error="false",operation_name="PrepareResources"} 9']
-    assert prepare_figures(metric) == [{"name": "prepare_resources_mean", "value": pytest.approx(0.012), "unit": "s"},
-                                       {"name": "prepare_resources_calls", "value": 5.0, "unit": ""}]
+    assert dracpu_latency.pod_prepare_figures(metric) == [
+        {"name": "prepare_resources_mean", "value": pytest.approx(0.012), "unit": "s"},
+        {"name": "prepare_resources_calls", "value": 5.0, "unit": ""}]
+
+
+@pytest.mark.parametrize(("lines", "verdict", "said"), [
+    (grpc_lines(8, 0), "pass", "all 8 NodePrepareResources calls within the 100 ms budget (mean 20.0 ms)"),
+    (grpc_lines(11, 1), "fail", "1 of 12 NodePrepareResources calls took longer than the 100 ms budget "
+                                "(the slowest at most 153.55 ms; mean 20.0 ms)"),
+    (grpc_lines(7, 0), "inconclusive", "7 successful NodePrepareResources calls"),  # under min_calls: 8
+    (grpc_lines(2, 0) + grpc_lines(0, 30, code="DeadlineExceeded"), "inconclusive", "2 successful"),
+    ([], "inconclusive", "0 successful"),  # no metric at all (the node proxy failed): never a pass
+])
+def test_lat501_judges_the_slowest_preparation_against_the_budget(quiet_host, lines, verdict, said):
+    finding = lat501(lines)
+    assert (finding["verdict"], finding["requirement"]) == (verdict, "LAT-501")
+    assert said in finding["evidence"][0]
+
+
+def test_lat501_on_an_oversubscribed_host_a_slow_call_is_not_the_drivers(monkeypatch):
+    monkeypatch.setattr(dracpu_latency, "host_load_per_cpu", lambda: 14.2)
+    slow, fast = lat501(grpc_lines(8, 3)), lat501(grpc_lines(11, 0))
+    assert slow["verdict"] == "inconclusive" and "3 of 11" in slow["evidence"][0]
+    assert "14.2 runnable tasks per CPU" in slow["evidence"][0] and "over 2:" in slow["evidence"][0]
+    assert fast["verdict"] == "pass"  # within budget even on a loaded host
+    assert {"name": "host_load_per_cpu", "value": 14.2, "unit": ""} in slow["figures"]
+
+
+def test_lat501_budget_between_bucket_boundaries_is_not_rounded():
+    budget = dracpu_latency.Budget(max_seconds=0.05, min_calls=1, max_load_per_cpu=2.0)
+    verdict, evidence, _ = dracpu_latency.judge(grpc_lines(9, 0), budget)
+    assert verdict == "inconclusive" and "no bucket at 50 ms" in evidence[0]
+
+
+def test_lat501_budget_file_is_checked(tmp_path):
+    from cci_conformance.errors import ConfigError
+
+    assert dracpu_latency.load_budget() == dracpu_latency.Budget(0.1, 8, 2.0)
+    bad = tmp_path / "latency.yaml"
+    bad.write_text("preparation: {max_ms: -1}\nsamples: {min_calls: 8}\nhost: {max_load_per_cpu: 2}\n")
+    with pytest.raises(ConfigError, match="preparation.max_ms"):
+        dracpu_latency.load_budget(bad)
+
+
+@pytest.mark.parametrize(("within", "over", "status"), [(9, 0, "pass"), (8, 3, "fail"), (5, 0, "untested")])
+def test_lat501_verdict_reaches_the_report(pytester, fake_kind, quiet_host, monkeypatch, within, over, status):
+    """Metric text over, under the budget, and too short, through the scenario, suite and reporter."""
+    def findings(spec):
+        return [lat501(grpc_lines(within, over)) if f["requirement"] == "LAT-501" else f for f in base(spec)]
+
+    base = fake_findings
+    monkeypatch.setitem(globals(), "fake_findings", findings)
+    report, _ = run_suite(pytester, "--dra-grouped-topology", "none", "--dra-static-topology", "none")
+    req = next(r for r in report["requirements"] if r["id"] == "LAT-501")
+    assert req["status"] == status
+    reasons = " ".join(t["reason"] for t in req["tests"])
+    if status == "fail":
+        assert "3 of 11 NodePrepareResources calls took longer than the 100 ms budget" in reasons
+    if status == "untested":
+        assert "5 successful NodePrepareResources calls" in reasons and "at least 8 needed" in reasons
+        assert "LAT-501" in report["verdict"]["untested_required"] and report["verdict"]["certified"] is False
 
 
 def test_a_claim_for_one_numa_node_selects_its_group_devices_and_checks_their_cpus():
