@@ -313,7 +313,12 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         report = pytest.CollectReport(item.nodeid, "failed", longrepr=problem, result=[])
         config.hook.pytest_collectreport(report=report)
     items[:] = keep
-    _prepare_backend(settings, any(GROWTH_REQUIREMENT in _marker_args(i, "requirement") for i in keep))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # after every deselection (-k, -m): only a run that will measure LAT-004 plans its growth machines
+    _prepare_backend(session.config.stash[SETTINGS],
+                     any(GROWTH_REQUIREMENT in _marker_args(i, "requirement") for i in session.items))
 
 
 @pytest.hookimpl(wrapper=True)
