@@ -85,8 +85,7 @@ class KindCluster:
             if self.created:
                 run([self.kind, "delete", "cluster", "--name", self.plan.name, "--kubeconfig", self.kubeconfig],
                     timeout=180, env=self._env())
-                subprocess.run(["docker", "network", "rm", self.network], capture_output=True, check=False,
-                               timeout=60)
+                remove_network(self.network)
                 self.created = False
         finally:
             self._check_host()
@@ -173,6 +172,16 @@ def delete_clusters(kind: Path, prefix: str = "cci-") -> list[str]:
     return removed
 
 
+def remove_network(name: str, timeout: float = 60) -> None:
+    """``docker network rm`` until the network is gone: right after ``kind delete cluster`` docker may still be
+    detaching the nodes' endpoints, and one refused attempt used to leave the network behind."""
+    def gone() -> bool:
+        rm = subprocess.run(["docker", "network", "rm", name], capture_output=True, text=True, check=False,
+                            timeout=60)
+        return rm.returncode == 0 or "not found" in rm.stderr
+    wait_for(gone, timeout, interval=1.0, what=f"docker to remove network {name}")
+
+
 def delete_orphans(kind: Path) -> list[str]:
     """Delete the clusters of harness processes that died without deleting them (SIGKILL, a lost machine
     session): a cluster is the harness's when a scratch dir names it (CLUSTER_MARKER), and orphaned when its
@@ -186,8 +195,8 @@ def delete_orphans(kind: Path) -> list[str]:
             continue
         if name in alive:
             run([kind, "delete", "cluster", "--name", name], timeout=180, env={"KUBECONFIG": os.devnull})
-            subprocess.run(["docker", "network", "rm", f"{name}-net"], capture_output=True, check=False, timeout=60)
             removed.append(name)
+        remove_network(f"{name}-net")  # also when the cluster went and only its network stayed
         shutil.rmtree(marker.parent, ignore_errors=True)
     return removed
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import threading
@@ -176,15 +177,31 @@ class RunCluster:
             return cls._current, cls._current.workers[topology.name]
 
     def delete(self) -> None:
-        """Delete the cluster (nodes, network, scratch files); safe to call twice."""
+        """Delete the cluster (nodes, network, scratch files); safe to call twice. Signals are held off meanwhile:
+        an interrupt arriving during the deletion (a run stopped just as it ended) left the network behind."""
         if self.cluster.created:
             say(f"kind backend: deleting cluster {self.cluster.plan.name}")
         api = getattr(self, "api", None)  # made once the cluster was ready
         if api is not None:
             api.close()
-        self.cluster.delete()
+        with _signals_held():
+            self.cluster.delete()
         if RunCluster._current is self:
             RunCluster._current = None
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """SIGINT and SIGTERM wait until the block ends (main thread only: signals are delivered there)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
 
 
 def _interrupt(signum, frame):  # noqa: ARG001 - signal handler signature

@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from cci_conformance.kind import cluster
 from cci_conformance.kind.cluster import CLUSTER_MARKER, WORKDIR_PREFIX, delete_orphans
 
 DEAD_PID = 4194303  # above the default pid_max's live range on these hosts: no such process
@@ -29,8 +30,10 @@ def _scratch(name: str) -> Path:
     return d
 
 
-def test_only_clusters_of_dead_harness_runs_are_deleted(tmp_path):
+def test_only_clusters_of_dead_harness_runs_are_deleted(tmp_path, monkeypatch):
     assert not Path(f"/proc/{DEAD_PID}").exists()
+    networks: list[str] = []
+    monkeypatch.setattr(cluster, "remove_network", networks.append)  # no docker daemon needed
     dead, live = f"cci-unit-orphan-{DEAD_PID}", f"cci-unit-live-{os.getpid()}"
     dirs = [_scratch(dead), _scratch(live)]
     kind = _fake_kind(tmp_path, [dead, live, f"someone-else-{DEAD_PID}"])
@@ -38,6 +41,7 @@ def test_only_clusters_of_dead_harness_runs_are_deleted(tmp_path):
         assert delete_orphans(kind) == [dead]
         assert (tmp_path / "deleted.txt").read_text().split() == [dead]
         assert not dirs[0].exists() and dirs[1].exists()  # a live run's scratch dir stays
+        assert networks == [f"{dead}-net"]
     finally:
         for d in dirs:
             shutil.rmtree(d, ignore_errors=True)
