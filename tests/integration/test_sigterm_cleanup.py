@@ -131,7 +131,9 @@ def test_sigterm_to_pytest_suites_ends_it_and_leaves_nothing(tmp_path):
     output = (tmp_path / "pytest.log").read_text(errors="replace")
     print(f"pytest suites/ ended {seconds:.1f} s after SIGTERM")
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
-    assert "KeyboardInterrupt" in output
+    # Either path of interrupts.py: the KeyboardInterrupt ends the run at once, or code under test swallowed
+    # it (turned it into another error) and the run stops at the test's end (seen in CI)
+    assert "KeyboardInterrupt" in output or "interrupted by SIGTERM" in output, output[-3000:]
     run = interrupted_report(report_dir)
     assert run["exit_status"] == pytest.ExitCode.INTERRUPTED
     assert_nothing_left(watch, output)
