@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .. import interrupts
 from .outcomes import (
     BACKEND_NA_KIND,
     BACKEND_NA_PREFIX,
@@ -77,6 +78,10 @@ class ResultCollector:
         if when == "teardown":
             if res.outcome == "":
                 res.outcome, res.reason = SKIPPED, "did not run"
+            elif res.outcome in (FAILED, ERROR) and interrupts.requested():
+                # SIGTERM arrived while it ran and code under test turned the interrupt into another error
+                # (interrupts.py): what failed is the run's stop, not the driver; untested, as interrupted() does
+                res.outcome, res.reason = SKIPPED, f"did not finish: the run was interrupted ({res.reason[:200]})"
             self.finished += 1
             return res
         return None

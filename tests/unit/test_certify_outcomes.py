@@ -157,3 +157,15 @@ def test_collector_marks_unfinished_tests_on_interrupt():
     collector.add(report("setup", "passed"))
     collector.interrupted()
     assert collector.results["t.py::x[a]"].outcome == "skipped"
+
+
+def test_a_test_failing_after_sigterm_is_untested_not_failed(monkeypatch):
+    from cci_conformance import interrupts
+
+    crash = SimpleNamespace(reprcrash=SimpleNamespace(message="StatusCode.CANCELLED"))
+    reports = (report("setup", "passed"), report("call", "failed", longrepr=crash), report("teardown", "passed"))
+    assert run(*reports).outcome == "failed"  # no SIGTERM: the failure stands
+    monkeypatch.setitem(interrupts._state, "requested", True)  # SIGTERM arrived while it ran
+    res = run(*reports)
+    assert res.outcome == "skipped" and res.reason.startswith("did not finish: the run was interrupted")
+    assert "CANCELLED" in res.reason
