@@ -88,8 +88,10 @@ func TestAlphaWithoutACCIDriverLeavesCpusetsToTheNonePolicy(t *testing.T) {
 	}
 }
 
-func TestAlphaRestoreHoldsTheGrantsAgainAndRefusesAModeChange(t *testing.T) {
-	r := newAlphaRig(t)
+// grantOne admits container p1/c a grant of CPUs 2-3 and reports it created (id cid-p1), as the
+// kubelet would before the restarts these tests play.
+func (r *rig) grantOne(t *testing.T) context.Context {
+	t.Helper()
 	ctx := context.Background()
 	r.drv.reply = grantAll("2-3")
 	if _, err := r.m.Admit(ctx, request("p1", "c", `{"cores":["2"]}`)); err != nil {
@@ -98,6 +100,12 @@ func TestAlphaRestoreHoldsTheGrantsAgainAndRefusesAModeChange(t *testing.T) {
 	if err := r.m.ContainerCreated(ctx, "p1", "c", "cid-p1", "/cg"); err != nil {
 		t.Fatal(err)
 	}
+	return ctx
+}
+
+func TestAlphaRestoreHoldsTheGrantsAgainAndRefusesAModeChange(t *testing.T) {
+	r := newAlphaRig(t)
+	r.grantOne(t)
 	// kill -9: the in-memory store is gone, cci_manager_state is all there is
 	r.m.Registry.Close()
 	r.own = NewOwnPool(mustParse("0-7"), mustParse("0"))

@@ -1,7 +1,6 @@
 package ccimanager
 
 import (
-	"context"
 	"os"
 	"strings"
 	"testing"
@@ -49,14 +48,7 @@ func TestAlphaSleepsUntilTheFirstCCIRegistration(t *testing.T) {
 
 func TestAlphaWakesAtStartForARestoredGrantAndNotForAnEmptyFile(t *testing.T) {
 	r := newAlphaRig(t)
-	ctx := context.Background()
-	r.drv.reply = grantAll("2-3")
-	if _, err := r.m.Admit(ctx, request("p1", "c", `{"cores":["2"]}`)); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.m.ContainerCreated(ctx, "p1", "c", "cid-p1", "/cg"); err != nil {
-		t.Fatal(err)
-	}
+	r.grantOne(t)
 	r.m.Registry.Close()
 	r.own = NewOwnPool(mustParse("0-7"), mustParse("0"))
 	m := r.newManager()
