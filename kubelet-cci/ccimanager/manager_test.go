@@ -297,3 +297,36 @@ func TestSharedOnlyGrantWritesNoCPUManagerEntry(t *testing.T) {
 		t.Errorf("available after a SHARED grant = %v, want 1-7", got)
 	}
 }
+
+// A CCI driver that went down keeps its claims: they are refused with DriverNotRegistered (docs/spec.md
+// S3.4) instead of falling to the DRA manager, which would retry a DRA plugin of that name for ever.
+func TestADriverThatWentDownStaysKnownAndItsClaimsAreRefused(t *testing.T) {
+	r := newRig(t, time.Second)
+	ctx := context.Background()
+	if _, err := r.m.Admit(ctx, request("p1", "c", `{"cores":["2"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.m.ContainerCreated(ctx, "p1", "c", "cid-p1", "/cg"); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(r.dir, "plugins", "drv.sock")
+	r.m.Registry.DeRegisterPlugin("drv", sock)
+	if !r.m.Registry.Known("drv") || r.m.Registry.Known("other") || !r.m.Registry.AnyKnown() {
+		t.Fatal("a deregistered driver must stay known, a never-registered one must not be")
+	}
+	_, err := r.m.Admit(ctx, request("p2", "c", `{"cores":["1"]}`))
+	if rej := rejection(t, err, ReasonDriverNotRegistered); rej.Message != "claim 'claim-p2' needs driver 'drv'; registered: none" {
+		t.Errorf("message: %s", rej.Message)
+	}
+	// a kubelet restart while the driver is down: the restored record makes the driver known again
+	m2 := r.newManager()
+	if m2.Registry.AnyKnown() {
+		t.Fatal("a new manager knows no driver before Restore")
+	}
+	if err := m2.Restore(r.store.load, os.IsNotExist, map[string]bool{"cid-p1": true}); err != nil {
+		t.Fatal(err)
+	}
+	if !m2.Registry.Known("drv") {
+		t.Error("a driver named by cci_manager_state is known after a restart")
+	}
+}

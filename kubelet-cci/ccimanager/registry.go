@@ -54,13 +54,18 @@ type Registry struct {
 
 	mu      sync.RWMutex
 	drivers map[string]*Driver
+	// known holds every driver name that registered since the kubelet started or that cci_manager_state
+	// names: claims of these drivers stay the CCI manager's while the driver is down, so admission refuses
+	// them with DriverNotRegistered instead of the DRA manager retrying a DRA plugin that never comes.
+	known map[string]bool
 	// onRegister runs after a driver (re-)registered: the manager sends the removals it still owes it.
 	onRegister func(name string)
 }
 
 // NewRegistry accepts driver sockets under pluginsDir (the kubelet's <root-dir>/plugins).
 func NewRegistry(pluginsDir string, timeout time.Duration) *Registry {
-	return &Registry{pluginsDir: filepath.Clean(pluginsDir), timeout: timeout, drivers: map[string]*Driver{}}
+	return &Registry{pluginsDir: filepath.Clean(pluginsDir), timeout: timeout, drivers: map[string]*Driver{},
+		known: map[string]bool{}}
 }
 
 // ValidateInfo is the reason a registration is refused, or "" when it is acceptable. The words are the
@@ -113,6 +118,7 @@ func (r *Registry) RegisterPlugin(name, endpoint string, versions []string, _ *t
 	r.mu.Lock()
 	old := r.drivers[name]
 	r.drivers[name] = driver
+	r.known[name] = true
 	hook := r.onRegister
 	r.mu.Unlock()
 	if old != nil {
@@ -147,6 +153,28 @@ func (r *Registry) Get(name string) *Driver {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.drivers[name]
+}
+
+// Remember marks a driver name as a CCI driver's without a registration (a restored record names it).
+func (r *Registry) Remember(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.known[name] = true
+}
+
+// Known says whether name is a CCI driver's: registered now, registered earlier since the kubelet started,
+// or named by a restored record. A deregistered driver stays known (docs/spec.md S3.4).
+func (r *Registry) Known(name string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.known[name]
+}
+
+// AnyKnown says whether any CCI driver is known: without one no claim is a CCI claim.
+func (r *Registry) AnyKnown() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.known) > 0
 }
 
 // Names lists the registered drivers, sorted.

@@ -38,7 +38,11 @@ func (m *Manager) restoreRecords(data StateData, running map[string]bool) error 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.pending = append([]Owed(nil), data.Pending...)
+	for _, o := range data.Pending {
+		m.Registry.Remember(o.Driver)
+	}
 	for _, r := range data.Containers {
+		m.Registry.Remember(r.Driver)
 		k := key{r.PodUID, r.Container}
 		if r.ContainerID != "" && !running[r.ContainerID] {
 			// gone while the kubelet was down: owe the driver its removal, give the CPUs back
