@@ -50,6 +50,7 @@ class Worker:
     machine: Path  # the rendered sysfs tree on the host
     rpc_timeout_s: float
     slots: int = SLOTS
+    sessions: int = 0  # sessions opened on this worker so far: each after the first starts a driver afresh
 
 
 INOTIFY_INSTANCES = Path("/proc/sys/fs/inotify/max_user_instances")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -60,6 +61,9 @@ class KindSession:
         self._paused = 0  # the driver pid pause_driver() stopped
         self._restore_timeout: float | None = None  # the kubelet's RPC deadline before this session changed it
         self._clean_node()
+        if self.worker.sessions:
+            self._fresh_driver()
+        self.worker.sessions += 1
         wanted = float(config.node_profile.get("rpcTimeoutSeconds", self.worker.rpc_timeout_s))
         if wanted != self.worker.rpc_timeout_s:
             self._restore_timeout = self.worker.rpc_timeout_s
@@ -97,6 +101,20 @@ class KindSession:
         self._delete_all()
         wait_for(lambda: not (r := self._read()).cpu.entries and not r.cci["containers"] and not r.cci["pending"],
                  RELEASE_TIMEOUT_S, interval=1.0, what=f"{self.node} to hold no grant before a new session")
+
+    def _fresh_driver(self) -> None:
+        """A new session's driver starts with no history, as on the embedded node, where every session starts
+        its own driver process with an empty state dir: one test's damage to the driver (a leak, a counter, a
+        crash) is never blamed on the next (docs/certification.md, isolation). Its pod goes (SIGKILL: a driver
+        that ignores SIGTERM costs no grace period), its state dir is emptied, and a new pod registers."""
+        self._select_worker(False)
+        self._replace_driver_pod(hard=True)
+        wait_for(lambda: not self._driver_pid(), 60, interval=0.5, what=f"the driver container on {self.node} to go")
+        state = shlex.quote(self.plan.state_dir)
+        node_exec(self.node, f"rm -rf {state} && mkdir -p {state}")
+        before = self._registrations()
+        self._select_worker(True)
+        self._wait_registered(before)
 
     def _delete_all(self) -> None:
         """Delete every pod and claim of this backend on the worker at once (one request per namespace, not one
@@ -303,7 +321,8 @@ class KindSession:
     def _replace_driver_pod(self, hard: bool) -> None:
         pod = self._driver_pod()
         if hard and (pid := self._driver_pid()):
-            node_exec(self.node, f"kill -9 {pid}")  # no SIGTERM: the sockets stay, as after a crash
+            # no SIGTERM: the sockets stay, as after a crash; a driver that died meanwhile is killed already
+            node_exec(self.node, f"kill -9 {pid} 2>/dev/null || true")
         if pod:
             grace = ("--grace-period=0", "--force") if hard else ()
             self.cluster.kubectl("delete", "pod", pod, "-n", cci_manifests.NAMESPACE, *grace, "--wait=true",

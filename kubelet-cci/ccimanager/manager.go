@@ -253,12 +253,31 @@ func (m *Manager) removeLocked(ctx context.Context, k key) {
 	}
 }
 
-// flushOne sends the CCIRemoveContainerResource an entry owes and drops it once the driver acknowledged.
-// An admission rolled back before any container existed is removed with container_id "" (docs/spec.md §1.7).
+// whyGone marks the removal owed for a container the runtime lost while the kubelet was down.
+const whyGone = "gone-while-down"
+
+// removeIDs are the container_id values an owed entry sends (docs/spec.md S1.7, S3.6): an admission rolled
+// back before any container existed is removed with "", a removed container with its id, and a container
+// gone while the kubelet was down with its id and then "": the kubelet may have died between recording the
+// container id and CCIAddContainerResource, so the driver may hold the admission un-added.
+func removeIDs(owed Owed) []string {
+	switch owed.Why {
+	case "admission":
+		return []string{""}
+	case whyGone:
+		return []string{owed.ContainerID, ""}
+	}
+	return []string{owed.ContainerID}
+}
+
+// flushOne sends the CCIRemoveContainerResource calls an entry owes and drops it once the driver
+// acknowledged every one (a repeated Remove is harmless, S1.7, so a partly sent entry is sent again whole).
 func (m *Manager) flushOne(ctx context.Context, driver *Driver, owed Owed) {
-	if msg := driver.Remove(ctx, &cciv1alpha1.RemoveResourceRequest{Namespace: owed.Namespace, ClaimUid: owed.ClaimUID,
-		ClaimName: owed.ClaimName, ContainerId: owed.ContainerID}); msg != "" {
-		return // stays owed: sent again when the driver registers again or at the next FlushOwed
+	for _, id := range removeIDs(owed) {
+		if msg := driver.Remove(ctx, &cciv1alpha1.RemoveResourceRequest{Namespace: owed.Namespace, ClaimUid: owed.ClaimUID,
+			ClaimName: owed.ClaimName, ContainerId: id}); msg != "" {
+			return // stays owed: sent again when the driver registers again or at the next FlushOwed
+		}
 	}
 	m.dropOwed(owed)
 	_ = m.save()

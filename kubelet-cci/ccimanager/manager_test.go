@@ -201,7 +201,7 @@ func TestCheckpointSurvivesRestartAndReleasesWhatWentAway(t *testing.T) {
 	if !r.pool.Available().Equals(mustParse("3-7")) {
 		t.Errorf("p1 keeps 1-2 and p2's 3 is back: available = %v", r.pool.Available())
 	}
-	if owed := m2.Pending(); len(owed) != 1 || owed[0].ContainerID != "cid-p2" {
+	if owed := m2.Pending(); len(owed) != 1 || owed[0].ContainerID != "cid-p2" || owed[0].Why != "gone-while-down" {
 		t.Fatalf("owed = %v", owed)
 	}
 	// the driver registers with the restarted kubelet: the removal it is owed is sent then
@@ -211,8 +211,10 @@ func TestCheckpointSurvivesRestartAndReleasesWhatWentAway(t *testing.T) {
 	}
 	defer m2.Registry.Close()
 	waitFor(t, 5*time.Second, "the owed removal sent on registration", func() bool { return len(m2.Pending()) == 0 })
+	// S3.6: its id, then "" in case the kubelet died between recording the id and CCIAddContainerResource
 	removes := r.drv.removed()
-	if len(removes) != 1 || removes[0].ContainerId != "cid-p2" {
+	if len(removes) != 2 || removes[0].ContainerId != "cid-p2" || removes[1].ContainerId != "" ||
+		removes[1].ClaimUid != "uid-p2" {
 		t.Errorf("removes = %v", removes)
 	}
 }

@@ -47,7 +47,7 @@ func (m *Manager) restoreRecords(data StateData, running map[string]bool) error 
 		if r.ContainerID != "" && !running[r.ContainerID] {
 			// gone while the kubelet was down: owe the driver its removal, give the CPUs back
 			m.pending = append(m.pending, Owed{Driver: r.Driver, Namespace: r.Namespace, ClaimUID: r.ClaimUID,
-				ClaimName: r.ClaimName, ContainerID: r.ContainerID, PodUID: r.PodUID, Container: r.Container, Why: "removal"})
+				ClaimName: r.ClaimName, ContainerID: r.ContainerID, PodUID: r.PodUID, Container: r.Container, Why: whyGone})
 			m.pool.Release(r.PodUID, r.Container)
 			continue
 		}
