@@ -28,6 +28,10 @@ INTERRUPT_GRACE_S = 240.0  # time pytest gets to close its sessions and write it
 # kind (docs/dra-cpu.md): these replace the defaults of --suites, --backend and --topology for it.
 DRA_SUITES = "dra_cpu"
 DRA_BACKEND = "kind"
+# The whole run's deadline by backend. Every wait inside has its own; this one ends a run that would go on
+# for a reason nobody foresaw. On kind every pod takes seconds to start and to release (docs/kind.md,
+# "Measured"): the catalog on two machines takes about 70 minutes on 2 cores.
+RUN_TIMEOUT_S = {"embedded": 1800.0, "kind": 7200.0}
 DRA_TOPOLOGIES = ("laptop-1s4c-smt2", "server-2s8c-smt2-intel")
 DRA_NODE_PROFILE = "node-none.yaml"  # in the dra-cpu suites' folder: kubelet policy none, no CCI
 
@@ -54,7 +58,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--catalog", metavar="FILE", help="requirement catalog (default: <suites>/requirements.yaml)")
     p.add_argument("-k", dest="keyword", metavar="EXPR", help="only tests matching EXPR (a partial run "
                    "leaves requirements untested, so it cannot certify)")
-    p.add_argument("--timeout", type=float, default=1800.0, metavar="S", help="deadline of the whole run")
+    p.add_argument("--timeout", type=float, default=None, metavar="S", help="deadline of the whole run (default: "
+                   + ", ".join(f"{s:g} s on {b}" for b, s in RUN_TIMEOUT_S.items()) + ")")
     p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments after --")
     p.set_defaults(handler=run)
 
@@ -169,16 +174,27 @@ def _stop(proc: subprocess.Popen, sig: int) -> None:
     stop_group(proc)  # reaps the leader only after the group was signalled (procgroup.py)
 
 
+def run_timeout(given: float | None, backend: str) -> float:
+    """The run's deadline: the one given, else the backend's (an unknown backend gets the longest)."""
+    if given is not None:
+        if given <= 0:
+            raise ConfigError(f"--timeout {given:g} is not a positive number of seconds", field="--timeout",
+                              fix="give the run's deadline in seconds, e.g. --timeout 3600, or leave it out")
+        return given
+    return RUN_TIMEOUT_S.get(backend, max(RUN_TIMEOUT_S.values()))
+
+
 def run(args) -> int:
     settings, suites = _settings(args)
     _validate(settings)
+    timeout = run_timeout(args.timeout, settings.backend)
     report_dir = Path(args.report_dir or Path("cci-reports") / datetime.now().strftime("%Y%m%d-%H%M%S")).resolve()
     report_dir.mkdir(parents=True, exist_ok=True)
     print(f"cci-conformance: certifying {settings.manifest.name} on {', '.join(settings.topologies)} "
           f"(backend {settings.backend}); report in {report_dir}", flush=True)
     started = time.monotonic()
     rc, error_lines, interrupted = _run_pytest(pytest_command(settings, suites, report_dir, args), report_dir,
-                                               args.timeout)
+                                               timeout)
     report_path = report_dir / bundle.REPORT_JSON
     if rc == PYTEST_USAGE_ERROR:
         message = error_lines[0].removeprefix("ERROR:").strip() if error_lines else "pytest usage error"
@@ -200,7 +216,7 @@ def run(args) -> int:
         print(line)
     print(f"log:     {report_dir / bundle.PYTEST_LOG}  ({time.monotonic() - started:.1f} s)")
     if interrupted == "timeout":
-        print(f"cci-conformance: the run exceeded --timeout {args.timeout:g} s; the report holds the partial "
+        print(f"cci-conformance: the run exceeded --timeout {timeout:g} s; the report holds the partial "
               "results", file=sys.stderr)
         return 1
     if interrupted:
