@@ -105,11 +105,10 @@ class KindSession:
     def _fresh_driver(self) -> None:
         """A new session's driver starts with no history, as on the embedded node, where every session starts
         its own driver process with an empty state dir: one test's damage to the driver (a leak, a counter, a
-        crash) is never blamed on the next (docs/certification.md, isolation). Its pod goes (SIGKILL: a driver
-        that ignores SIGTERM costs no grace period), its state dir is emptied, and a new pod registers."""
+        crash) is never blamed on the next (docs/certification.md, isolation). Its pod goes (hard: a driver that
+        ignores SIGTERM costs no grace period), its state dir is emptied, and a new pod registers."""
         self._select_worker(False)
         self._replace_driver_pod(hard=True)
-        wait_for(lambda: not self._driver_pid(), 60, interval=0.5, what=f"the driver container on {self.node} to go")
         state = shlex.quote(self.plan.state_dir)
         node_exec(self.node, f"rm -rf {state} && mkdir -p {state}")
         before = self._registrations()
@@ -319,14 +318,29 @@ class KindSession:
         return sum(1 for e in events if e is None)
 
     def _replace_driver_pod(self, hard: bool) -> None:
+        """The driver's pod goes (the DaemonSet makes a new one unless it selects no node), and with it every
+        process of that pod. Hard: as a crash, without SIGTERM, so the sockets stay. The process is stopped
+        (SIGSTOP) first and the pod's deletion ends it (its SIGTERM waits undelivered behind the stop, then
+        SIGKILL): a process killed at once is restarted by the kubelet inside the old pod before the deletion
+        lands, and that restarted driver registers, then removes the sockets of the pod replacing it when the
+        deletion stops it (seen on kind as registered, deregistered, registered: an admission in the gap was
+        refused with DriverNotRegistered)."""
         pod = self._driver_pod()
-        if hard and (pid := self._driver_pid()):
-            # no SIGTERM: the sockets stay, as after a crash; a driver that died meanwhile is killed already
+        if not pod:
+            return
+        found = self.api.get_pod(cci_manifests.NAMESPACE, pod)
+        if found is None:  # went meanwhile
+            return
+        uid = found["metadata"]["uid"]
+        pid = self._driver_pid() if hard else 0
+        if pid:
+            node_exec(self.node, f"kill -STOP {pid} 2>/dev/null || true")  # a driver that died meanwhile is fine
+        grace = ("--grace-period=0", "--force") if hard else ()
+        self.cluster.kubectl("delete", "pod", pod, "-n", cci_manifests.NAMESPACE, *grace, "--wait=true", timeout=60)
+        if pid and not self._read().kubelet_pid:  # no kubelet to end it, nor to restart it: kill it here
             node_exec(self.node, f"kill -9 {pid} 2>/dev/null || true")
-        if pod:
-            grace = ("--grace-period=0", "--force") if hard else ()
-            self.cluster.kubectl("delete", "pod", pod, "-n", cci_manifests.NAMESPACE, *grace, "--wait=true",
-                                 timeout=60)
+        wait_for(lambda: not node_exec(self.node, f"crictl ps -q --label io.kubernetes.pod.uid={uid}").strip(),
+                 60, interval=0.5, what=f"the processes of driver pod {pod} to end")
 
     def restart_driver(self, hard: bool = True) -> None:
         """A new driver pod (the DaemonSet's), after SIGKILL (hard) or SIGTERM; waits for its registration."""

@@ -75,7 +75,7 @@ func TestInvalidRepliesAreRefusedAndRolledBackAtTheDriver(t *testing.T) {
 			Groups: []*cciv1alpha1.ResourceSet{{Cpuset: "1"}, {Cpuset: "2-3"}}}, ReasonInvalidReply, "2 groups returned for a claim of 1", true},
 		"not a cpulist": {&cciv1alpha1.AdmitResponse{RSet: &cciv1alpha1.ResourceSet{Cpuset: "x"}},
 			ReasonInvalidReply, "rSet.cpuset is not a cpulist", true},
-		"empty reply": {&cciv1alpha1.AdmitResponse{}, ReasonInvalidReply, "reply has neither err nor rSet", true},
+		"empty reply":    {&cciv1alpha1.AdmitResponse{}, ReasonInvalidReply, "reply has neither err nor rSet", true},
 		"driver says no": {&cciv1alpha1.AdmitResponse{Err: "no room"}, ReasonCCIAdmitError, "no room", false},
 	}
 	for name, tc := range cases {
@@ -312,6 +312,9 @@ func TestADriverThatWentDownStaysKnownAndItsClaimsAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(r.dir, "plugins", "drv.sock")
+	if err := os.Remove(sock); err != nil { // the driver went away with its socket (SIGTERM, spec S1.9)
+		t.Fatal(err)
+	}
 	r.m.Registry.DeRegisterPlugin("drv", sock)
 	if !r.m.Registry.Known("drv") || r.m.Registry.Known("other") || !r.m.Registry.AnyKnown() {
 		t.Fatal("a deregistered driver must stay known, a never-registered one must not be")

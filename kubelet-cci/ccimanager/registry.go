@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -26,6 +27,8 @@ const (
 	LogRegistered   = "CCI driver registered"
 	LogRefused      = "CCI driver registration refused"
 	LogDeregistered = "CCI driver deregistered"
+	// a deregistration while the driver's endpoint answers: kept registered for ReregisterGrace
+	LogReregistering = "CCI driver re-registering"
 )
 
 // PluginType is the PluginInfo.type a CCI driver advertises to the kubelet's plugin watcher
@@ -131,21 +134,57 @@ func (r *Registry) RegisterPlugin(name, endpoint string, versions []string, _ *t
 	return nil
 }
 
-// DeRegisterPlugin implements PluginHandler: the driver's socket is gone. A stale deregistration (the
-// endpoint of a channel already replaced) changes nothing.
+// ReregisterGrace is how long a driver stays registered after a deregistration that came while its CCI
+// endpoint still accepts connections. The kubelet's plugin manager deregisters a plugin and registers it
+// again one reconcile period later when the registration it holds was superseded: a retried registration
+// of a stale socket that a restarted driver re-created succeeds against the new process, then the socket's
+// newer entry makes the reconciler register that process a second time. Admissions falling into that gap
+// would be refused with DriverNotRegistered although the driver serves (docs/spec.md S3.8).
+var ReregisterGrace = 5 * time.Second
+
+// afterFunc schedules the end of a grace (a variable so that tests end it when they choose).
+var afterFunc = func(d time.Duration, f func()) { time.AfterFunc(d, f) }
+
+// DeRegisterPlugin implements PluginHandler: the driver's registration socket is gone or superseded. A
+// stale deregistration (the endpoint of a channel already replaced) changes nothing; a driver whose CCI
+// endpoint still answers stays registered for ReregisterGrace, replaced by its next registration.
 func (r *Registry) DeRegisterPlugin(name, endpoint string) {
-	r.mu.Lock()
+	r.mu.RLock()
 	driver := r.drivers[name]
-	if driver != nil && driver.Endpoint == endpoint {
+	r.mu.RUnlock()
+	if driver == nil || driver.Endpoint != endpoint {
+		return
+	}
+	if answers(endpoint) {
+		klog.InfoS(LogReregistering, "driver", name, "endpoint", endpoint, "grace", ReregisterGrace)
+		afterFunc(ReregisterGrace, func() { r.drop(name, driver) })
+		return
+	}
+	r.drop(name, driver)
+}
+
+// drop removes driver unless a registration replaced it meanwhile.
+func (r *Registry) drop(name string, driver *Driver) {
+	r.mu.Lock()
+	current := r.drivers[name] == driver
+	if current {
 		delete(r.drivers, name)
-	} else {
-		driver = nil
 	}
 	r.mu.Unlock()
-	if driver != nil {
-		klog.InfoS(LogDeregistered, "driver", name, "endpoint", endpoint)
+	if current {
+		klog.InfoS(LogDeregistered, "driver", name, "endpoint", driver.Endpoint)
 		_ = driver.conn.Close()
 	}
+}
+
+// answers says whether a process accepts connections on the unix socket endpoint now.
+func answers(endpoint string) bool {
+	conn, err := net.DialTimeout("unix", endpoint, 500*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
 }
 
 // Get returns a registered driver or nil.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -78,7 +79,7 @@ func (c codeName) String() string { return string(c) }
 func TestTemplateClaimMapsToTheGeneratedClaimAndItsOpaqueParameters(t *testing.T) {
 	generated := "pod-cpus-x7k2"
 	pod := &v1.Pod{
-		Spec: v1.PodSpec{ResourceClaims: []v1.PodResourceClaim{{Name: "cpus", ResourceClaimTemplateName: ptr("tpl")}}},
+		Spec:   v1.PodSpec{ResourceClaims: []v1.PodResourceClaim{{Name: "cpus", ResourceClaimTemplateName: ptr("tpl")}}},
 		Status: v1.PodStatus{ResourceClaimStatuses: []v1.PodResourceClaimStatus{{Name: "cpus", ResourceClaimName: &generated}}},
 	}
 	pod.Namespace, pod.Name = "ns", "pod"
@@ -116,3 +117,51 @@ func TestTemplateClaimMapsToTheGeneratedClaimAndItsOpaqueParameters(t *testing.T
 }
 
 func ptr(s string) *string { return &s }
+
+// The plugin manager deregisters and re-registers a live driver when its registration was superseded:
+// admissions in between must still find the driver; a driver whose endpoint is gone goes at once.
+func TestADeregistrationOfADriverThatStillAnswersWaitsForItsReregistration(t *testing.T) {
+	var graces []func()
+	saved := afterFunc
+	afterFunc = func(_ time.Duration, f func()) { graces = append(graces, f) }
+	defer func() { afterFunc = saved }()
+	r := newRig(t, time.Second)
+	sock := filepath.Join(r.dir, "plugins", "drv.sock")
+	r.m.Registry.DeRegisterPlugin("drv", sock)
+	first := r.m.Registry.Get("drv")
+	if first == nil || len(graces) != 1 {
+		t.Fatal("a driver whose endpoint answers must stay registered through a re-registration")
+	}
+	if err := r.m.Registry.RegisterPlugin("drv", sock, []string{SupportedVersion}, nil); err != nil {
+		t.Fatal(err)
+	}
+	second := r.m.Registry.Get("drv")
+	graces[0]() // the superseded registration's grace ends: it must not drop the new one
+	if got := r.m.Registry.Get("drv"); got == nil || got != second || got == first {
+		t.Fatalf("the re-registration must survive the grace of the superseded one: %v", got)
+	}
+	// no re-registration follows: the driver goes when the grace ends
+	r.m.Registry.DeRegisterPlugin("drv", sock)
+	if len(graces) != 2 || r.m.Registry.Get("drv") == nil {
+		t.Fatal("a second deregistration of a live driver waits for its grace too")
+	}
+	graces[1]()
+	if r.m.Registry.Get("drv") != nil {
+		t.Error("without a re-registration the driver goes when its grace ends")
+	}
+}
+
+func TestADeregistrationOfADriverWhoseEndpointIsGoneIsImmediate(t *testing.T) {
+	r := newRig(t, time.Second)
+	dead := filepath.Join(r.dir, "plugins", "dead.sock")
+	if err := r.m.Registry.RegisterPlugin("dead", dead, []string{SupportedVersion}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.m.Registry.DeRegisterPlugin("dead", dead)
+	if r.m.Registry.Get("dead") != nil {
+		t.Fatal("a driver whose endpoint does not answer is deregistered at once")
+	}
+	if !r.m.Registry.Known("dead") {
+		t.Error("it stays known: its claims are refused with DriverNotRegistered")
+	}
+}

@@ -30,6 +30,14 @@ KIND_MUTANTS = (
     # claims and robustness
     "off-by-one", "siblings-not-denied", "lone-shared-held", "vague-errors", "hangs-when-full",
 )
+# What a mutant may also fail on kind, and why: the real kubelet does something the embedded node does not.
+KIND_ALSO = {
+    "refuses-after-node-restart": {
+        "RESTART-005": "the kubelet's plugin manager may register a restarted driver twice (it retried the stale "
+                       "socket of the killed one, docs/spec.md S3.8): the mutant takes the second registration "
+                       "for a node restart and refuses a claim, which RESTART-005's count of free CPUs sees",
+    },
+}
 RUN_TIMEOUT_S = 1800  # one cluster per run: created, the driver image loaded, the modules run, deleted
 OPT_IN = "CCI_KIND_MUTANTS"  # "1": run them (an hour on 2 cores: not part of CI's kind job)
 
@@ -63,7 +71,7 @@ def test_mutant_is_caught_on_kind_by_its_targets(name, monkeypatch):
     missed = expected - failed
     assert not missed, f"{name} was not caught on kind by {sorted(missed)}: " + \
         "; ".join(f"{r}: {result.statuses.get(r)} {result.reasons.get(r, '')[:300]}" for r in sorted(missed))
-    unrelated = failed - expected
+    unrelated = failed - expected - set(KIND_ALSO.get(name, {}))
     assert not unrelated, f"{name} also failed unrelated requirements on kind: " + \
         "; ".join(f"{r}: {result.reasons[r][:1500]}" for r in sorted(unrelated))
     assert result.exit_code == 1
