@@ -97,13 +97,13 @@ def test_driver_answers_within_the_deadline_with_many_live_admissions(node_sessi
     # the claim the node sent for the last one, read before it goes (only needed where its socket is reachable)
     gone_claim = sent_claim(session, admitted[-1].pod_uid, admitted[-1].container) \
         if "cci-endpoint" in session.features else None
+    # What is judged is the driver's answer, not the node's whole deletion: the node gives up a Remove at the
+    # deadline and keeps it owed, so an owed Remove is a missed deadline; a real kubelet's deletion also waits
+    # for its own housekeeping (container stop, reconcile), which no driver controls.
     for a in admitted[-REMOVED:]:
-        start = time.perf_counter()
         session.delete_pod(a.pod_uid)
-        took = time.perf_counter() - start
         owed = session.snapshot().pending
         assert not owed, f"CCIRemoveContainerResource missed the {deadline:g}s deadline with ~{MANY_LIVE} live: {owed}"
-        assert took < deadline, f"deleting a pod took {took:.2f}s, deadline {deadline:g}s"
     # A repeated Add and a repeated Remove change nothing (S1.7) and must be as prompt: the node retries both.
     # They go to the driver's socket: a backend without it leaves this test not-applicable (driver_client),
     # not passed on the calls timed through the node above.
