@@ -107,13 +107,10 @@ class KindSession:
         its own driver process with an empty state dir: one test's damage to the driver (a leak, a counter, a
         crash) is never blamed on the next (docs/certification.md, isolation). Its pod goes (hard: a driver that
         ignores SIGTERM costs no grace period), its state dir is emptied, and a new pod registers."""
-        self._select_worker(False)
-        self._replace_driver_pod(hard=True)
+        self.stop_driver(hard=True)
         state = shlex.quote(self.plan.state_dir)
         node_exec(self.node, f"rm -rf {state} && mkdir -p {state}")
-        before = self._registrations()
-        self._select_worker(True)
-        self._wait_registered(before)
+        self.start_driver()
 
     def _delete_all(self) -> None:
         """Delete every pod and claim of this backend on the worker at once (one request per namespace, not one

@@ -304,13 +304,7 @@ func TestSharedOnlyGrantWritesNoCPUManagerEntry(t *testing.T) {
 // S3.4) instead of falling to the DRA manager, which would retry a DRA plugin of that name for ever.
 func TestADriverThatWentDownStaysKnownAndItsClaimsAreRefused(t *testing.T) {
 	r := newRig(t, time.Second)
-	ctx := context.Background()
-	if _, err := r.m.Admit(ctx, request("p1", "c", `{"cores":["2"]}`)); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.m.ContainerCreated(ctx, "p1", "c", "cid-p1", "/cg"); err != nil {
-		t.Fatal(err)
-	}
+	ctx := r.grantOne(t)
 	sock := filepath.Join(r.dir, "plugins", "drv.sock")
 	if err := os.Remove(sock); err != nil { // the driver went away with its socket (SIGTERM, spec S1.9)
 		t.Fatal(err)
