@@ -86,12 +86,13 @@ def _register_fixtures(config: pytest.Config) -> None:
             config.pluginmanager.register(module, f"cci-fixtures-{name}")
 
 
+WORKER_FACTS = "cci_backend_facts"  # a pytest-xdist worker's Backend.run_facts(), sent to the controller
 GROWTH_REQUIREMENT = "LAT-004"  # its test measures machines beside the run's (certify/budgets.growth_machines)
 
 
 def _prepare_backend(settings: RunSettings, growth: bool) -> None:
-    """Tell the backend every machine the run will ask for: the run's topologies and, when LAT-004's test runs,
-    its growth machines (the kind backend makes one worker per machine when its cluster is created)."""
+    """Tell the backend every machine the run will ask for: each run topology and, when LAT-004's test runs,
+    its growth machines beside it (the kind backend makes one worker per machine when a cluster is created)."""
     from .backends.base import get_backend
     from .certify.budgets import growth_machines
     from .certify.settings import load_topology
@@ -101,11 +102,11 @@ def _prepare_backend(settings: RunSettings, growth: bool) -> None:
         topologies = [load_topology(name) for name in settings.topologies]
     except ConfigError:
         return  # reported by settings.validate() with the field and the fix
-    machines = {t.name: t for t in topologies}
-    for t in topologies if growth else ():
-        for machine in growth_machines(t, topologies):
-            machines.setdefault(machine.name, machine)
-    backend.prepare(tuple(machines.values()))
+    groups = []
+    for t in topologies:
+        beside = [m for m in growth_machines(t, topologies) if m.name != t.name] if growth else []
+        groups.append((t, *beside))
+    backend.prepare(tuple(groups))
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -186,11 +187,48 @@ def _terminate_xdist_workers() -> None:
             continue
 
 
+def _spreads_by_machine(settings: RunSettings) -> bool:
+    """A backend that builds machines (kind) spreads the suites over xdist workers one machine each."""
+    from .backends.base import get_backend
+
+    try:
+        return bool(getattr(get_backend(settings.backend), "spreads_by_machine", False))
+    except ConfigError:
+        return False
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    settings = config.stash[SETTINGS]
+    if not _spreads_by_machine(settings):
+        return None  # xdist's own (the certification CLI asks loadscope: a module's tests on one worker)
+    from .certify.machine_scheduling import MachineScheduling
+
+    return MachineScheduling(config, log, tuple(settings.topologies))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    if _is_worker(config):  # what this worker ran on (its kind clusters) reaches the controller's report
+        from .backends.base import get_backend
+
+        try:
+            config.workeroutput[WORKER_FACTS] = get_backend(config.stash[SETTINGS].backend).run_facts()
+        except ConfigError:
+            pass
+
+
 class _XdistCount:
     """Under xdist the controller collects nothing; the workers tell it how many tests there are."""
 
     def __init__(self, reporter):
         self.reporter = reporter
+
+    def pytest_testnodedown(self, node, error) -> None:
+        facts = getattr(node, "workeroutput", {}).get(WORKER_FACTS)
+        if facts:
+            self.reporter.worker_facts.append(facts)
 
     def pytest_xdist_node_collection_finished(self, node, ids) -> None:
         self.reporter.total = max(self.reporter.total, len(ids))
@@ -221,6 +259,11 @@ class _StartupProbe:
         from .certify.probe import PROBE_NODEID, PROBE_REQUIREMENT, probe_driver
 
         settings = config.stash[SETTINGS]
+        if distributed and _spreads_by_machine(settings):
+            # The probe's node would be a cluster of the controller's own, booted before any worker's and idle to
+            # the end; each worker instead makes its clusters once, and a cluster that could not start (a driver
+            # that never registers) fails the worker's later sessions at once (kind/run_cluster.py).
+            return None
         result = probe_driver(settings)
         if not result.failure:
             if distributed:

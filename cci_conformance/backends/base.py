@@ -98,8 +98,9 @@ class NodeSession(Protocol):
 class Backend(Protocol):
     name: ClassVar[str]
 
-    def prepare(self, topologies: tuple[Topology, ...]) -> None: ...  # every machine the run will open sessions
-    # on, told before the first open (a backend that builds its machines up front, like kind, needs them)
+    def prepare(self, groups: tuple[tuple[Topology, ...], ...]) -> None: ...  # every machine the run will open
+    # sessions on, told before the first open (a backend that builds its machines up front, like kind, needs
+    # them), grouped: a run topology first, then the machines its tests open beside it (LAT-004's growth machines)
     def open(self, config: SessionConfig) -> NodeSession: ...
     def run_facts(self) -> dict: ...  # what the run ran on, for report.json run.backend_facts ({} when nothing)
 

@@ -350,7 +350,7 @@ class EmbeddedSession:
 class EmbeddedBackend:
     name = "embedded"
 
-    def prepare(self, topologies) -> None:
+    def prepare(self, groups) -> None:
         """Nothing to build ahead: each session starts its own node."""
 
     def run_facts(self) -> dict:

@@ -10,11 +10,13 @@ class KindBackend:
     """One kind cluster per run, one worker per machine (kind/run_cluster.py); a session is a worker, cleaned."""
 
     name = "kind"
+    # `run -n N`: each pytest-xdist worker runs whole machines (certify/machine_scheduling.py) on its own clusters
+    spreads_by_machine = True
 
-    def prepare(self, topologies) -> None:
+    def prepare(self, groups) -> None:
         from ..kind.run_cluster import RunCluster
 
-        RunCluster.plan(topologies)
+        RunCluster.plan(groups)
 
     def run_facts(self) -> dict:
         """Kubernetes version, node image and kubelet patch digest, workers, driver image (run_cluster.py)."""

@@ -77,10 +77,6 @@ def _settings(args) -> tuple[RunSettings, Path]:
         raise ConfigError("suites folder not found", file=str(suites), field="--suites",
                           fix="pass the folder that holds the conformance test modules")
     settings.backend = args.backend or (DRA_BACKEND if dra else DEFAULT_BACKEND)
-    if settings.backend == "kind" and args.workers:
-        # one cluster per run (kind/run_cluster.py): xdist workers would each build their own cluster
-        raise ConfigError("the kind backend runs the suites in one process", field="-n",
-                          fix="leave -n out on the kind backend; its machines run as workers of one cluster")
     if args.topology:
         settings.topologies = tuple(args.topology)
     elif dra:

@@ -22,6 +22,22 @@ from .summary import progress_line, summary_lines
 INCREMENTAL_EVERY_S = 0.5  # how often, at most, report.json is rewritten while tests finish
 
 
+def merge_facts(parts: list[dict]) -> dict:
+    """The run's backend facts from every process that ran tests: mappings merged key by key, lists joined
+    without repeats, a scalar kept from the first process that had it (the node image is one for the run)."""
+    merged: dict = {}
+    for part in parts:
+        for key, value in part.items():
+            have = merged.get(key)
+            if isinstance(have, dict) and isinstance(value, dict):
+                merged[key] = merge_facts([have, value])
+            elif isinstance(have, list) and isinstance(value, list):
+                merged[key] = have + [v for v in value if v not in have]
+            elif have is None:
+                merged[key] = value
+    return merged
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -42,6 +58,7 @@ class CertificationReporter:
         self.environment = bundle.environment()
         self.driver_digest: dict | None | bool = False  # False: not computed yet
         self.stopped_early: str | None = None  # why no test ran (the startup probe), see probe.py
+        self.worker_facts: list[dict] = []  # each pytest-xdist worker's Backend.run_facts() (plugin.py)
 
     # ------------------------------------------------------------------ hooks
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -130,7 +147,7 @@ class CertificationReporter:
         try:
             from ..backends.base import get_backend
 
-            backend_facts = get_backend(settings.backend).run_facts()
+            backend_facts = merge_facts([get_backend(settings.backend).run_facts(), *self.worker_facts])
         except Exception:  # an unknown backend was already reported as a config error
             backend_facts = {}
         return {

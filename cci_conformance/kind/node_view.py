@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..cpuset import CPUs, parse_cpulist
 from ..node import checkpoint
@@ -46,23 +47,14 @@ def node_exec(node: str, script: str, timeout: float = EXEC_TIMEOUT_S) -> str:
 
 
 @dataclass(frozen=True)
-class NodeRead:
-    """What the worker holds at one instant (one ``docker exec``), decoded and checksum-verified."""
+class Ledger:
+    """The worker's ledger: both checkpoints, decoded and checksum-verified, and the cpuset recorder log."""
 
     cpu_raw: bytes  # cpu_manager_state as on disk
     cci_raw: bytes  # cci_manager_state as on disk
     cpu: CPUManagerState
     cci: dict  # the cci_manager_state Data
     recorder: str  # the cpuset recorder log (JSON lines)
-    online: CPUs  # /sys/devices/system/cpu/online as the kubelet sees it (the faked machine)
-    reserved: CPUs  # --reserved-cpus of the kubelet's flags
-    generation: int  # kubelet process starts in its journal
-    kubelet_pid: int  # 0 while it is down
-    kubelet_since: float  # epoch seconds of the kubelet unit's current start
-    driver_log: str  # every log file of the driver's containers on this node, CRI format
-    socket_present: bool  # the driver's registration socket is in the plugin watcher's directory
-    startup: tuple[str, ...]  # the kubelet's log lines about the CCI manager since its current start
-    registry: str  # the kubelet's journal lines of CCI registrations since its current start (short-unix format)
 
     @property
     def pending(self) -> tuple[dict, ...]:
@@ -73,6 +65,21 @@ class NodeRead:
             return tuple(owed_from_dict(e) for e in self.cci["pending"])
         except (KeyError, TypeError) as exc:
             raise SnapshotError(f"{CCI_STATE_FILE}: an owed Remove without {exc}") from None
+
+
+@dataclass(frozen=True)
+class NodeRead(Ledger):
+    """What the worker holds at one instant (one ``docker exec``): the ledger and the kubelet's process facts."""
+
+    online: CPUs  # /sys/devices/system/cpu/online as the kubelet sees it (the faked machine)
+    reserved: CPUs  # --reserved-cpus of the kubelet's flags
+    generation: int  # kubelet process starts in its journal
+    kubelet_pid: int  # 0 while it is down
+    kubelet_since: float  # epoch seconds of the kubelet unit's current start
+    driver_log: str  # every log file of the driver's containers on this node, CRI format
+    socket_present: bool  # the driver's registration socket is in the plugin watcher's directory
+    startup: tuple[str, ...]  # the kubelet's log lines about the CCI manager since its current start
+    registry: str  # the kubelet's journal lines of CCI registrations since its current start (short-unix format)
 
 
 def _flag(flags: str, name: str) -> str:
@@ -111,6 +118,26 @@ def read_node(node: str, driver_pod_glob: str, registration_socket: str) -> Node
         kubelet_since=float(got["since"].strip()), driver_log=got["driverlog"],
         socket_present=got["socket"].strip() == "yes", startup=tuple(got["startup"].splitlines()),
         registry=got["registry"])
+
+
+def read_ledger(root: Path) -> Ledger:
+    """The ledger read as plain files through the node container's root as the host sees it (``/proc/<pid>/root``):
+    the session's waits poll it several times a second, and a ``docker exec`` costs about 0.2 CPU-seconds of a
+    2-core host, which the kubelet under test needs. The kubelet replaces its checkpoints by rename (its
+    checkpoint manager's file store) and the recorder appends whole lines, so a read never sees half a write."""
+    paths = {"cpu": f"{KUBELET_ROOT}/{CPU_STATE_FILE}", "cci": f"{KUBELET_ROOT}/{CCI_STATE_FILE}"}
+    raw = {}
+    for part, path in paths.items():
+        try:
+            raw[part] = (root / path.lstrip("/")).read_bytes()
+        except FileNotFoundError:
+            raise NodeReadError(f"{path} is missing on the node (read through {root})") from None
+    try:
+        recorder = (root / RECORDER_LOG.lstrip("/")).read_text()
+    except FileNotFoundError:
+        recorder = ""  # nothing recorded yet: `cat ... || true` in read_node
+    return Ledger(cpu_raw=raw["cpu"], cci_raw=raw["cci"], cpu=loads(raw["cpu"], path=paths["cpu"]),
+                  cci=checkpoint.decode(raw["cci"], paths["cci"]), recorder=recorder)
 
 
 def recorded_cpusets(text: str) -> dict[str, CPUs]:

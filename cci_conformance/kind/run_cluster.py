@@ -78,22 +78,45 @@ def node_config(profile: dict) -> NodeConfig:
     return config
 
 
-class RunCluster:
-    """Control plane + one worker per planned machine; the driver deployed on each; deleted at exit."""
+def distributed() -> bool:
+    """Whether this process is one pytest-xdist worker of several: each makes clusters for its own machines."""
+    return bool(os.environ.get("PYTEST_XDIST_WORKER"))
 
-    _current: RunCluster | None = None
-    _planned: tuple[Topology, ...] = ()
+
+class RunCluster:
+    """Control plane + one worker per machine it was made for; the driver deployed on each; deleted at exit.
+
+    One process makes one cluster with every machine the run planned. A pytest-xdist worker of a run spread over
+    machines (``run -n``, the suites' tests grouped by machine: certify/machine_scheduling.py) makes one when it
+    first opens a session on a machine: that machine and the machines its tests open beside it (LAT-004's
+    growth machines), so two processes never share a kubelet and each boots only what it uses.
+    """
+
+    _clusters: list[RunCluster] = []
+    _groups: tuple[tuple[Topology, ...], ...] = ()
+    _failed: dict[frozenset[str], BaseException] = {}
     _lock = threading.Lock()
-    facts: dict = {}  # what the run ran on (report.json run.kind), kept after the cluster is gone
+    facts: dict = {}  # what the run ran on (report.json run.backend_facts), kept after the clusters are gone
 
     @classmethod
-    def plan(cls, topologies) -> None:
-        """The machines the run will ask for (the run's topologies and the latency suite's growth machines):
-        each gets its worker when the cluster is made, since kind cannot add nodes to a running cluster."""
-        seen: dict[str, Topology] = {t.name: t for t in cls._planned}
-        for t in topologies:
-            seen.setdefault(t.name, t)
-        cls._planned = tuple(seen.values())
+    def plan(cls, groups) -> None:
+        """The machines the run will ask for, as groups: a run topology, then the machines its tests open beside
+        it (LAT-004's growth machines). Each gets its worker when its cluster is made, since kind cannot add
+        nodes to a running cluster."""
+        cls._groups = tuple(tuple(group) for group in groups if group)
+
+    @classmethod
+    def _machines_for(cls, topology: Topology) -> tuple[Topology, ...]:
+        """The machines of the cluster a session on ``topology`` makes when no cluster of this process has it."""
+        seen: dict[str, Topology] = {}
+        groups = cls._groups
+        if distributed():  # only the groups this machine leads; the others are for the process running them
+            groups = tuple(g for g in groups if g[0].name == topology.name)
+        for group in ((topology,), *groups):
+            for t in group:
+                if not any(t.name in c.workers for c in cls._clusters):
+                    seen.setdefault(t.name, t)
+        return tuple(seen.values())
 
     def __init__(self, key: RunKey, config: NodeConfig, manifest: DriverManifest, topologies: tuple[Topology, ...]):
         from . import nodeimage, run_driver, toolchain
@@ -114,7 +137,11 @@ class RunCluster:
                                   "sysctl -w fs.inotify.max_user_instances=512), or run on the embedded backend")
         self.key = key
         self.manifest = manifest
-        name = f"{os.environ.get('CCI_KIND_PREFIX', DEFAULT_PREFIX)}-{os.getpid()}"
+        # <prefix>-<pid>, <prefix>-<n>-<pid> for a process's later clusters (a pytest-xdist worker's second
+        # machine group): the pid stays last, which is how cluster.delete_orphans finds a dead run's clusters
+        prefix = os.environ.get("CCI_KIND_PREFIX", DEFAULT_PREFIX)
+        later = f"{len(RunCluster._clusters) + 1}-" if RunCluster._clusters else ""
+        name = f"{prefix}-{later}{os.getpid()}"
         nodes = [NodePlan("worker", t, config, kubelet_flags={"cpu-manager-reconcile-period": RECONCILE_PERIOD})
                  for t in topologies]
         plan = ClusterPlan(name, image, [NodePlan("control-plane"), *nodes])
@@ -147,11 +174,7 @@ class RunCluster:
         except BaseException:
             self.delete()
             raise
-        RunCluster.facts = {"cluster": name, "node_image": image, **{f"node_image_{k}" if k == "id" else k: v
-                                                                    for k, v in facts.items()},
-                            "workers": {n: w.node for n, w in self.workers.items()},
-                            "driver_image": {"reference": self.image.reference, "origin": self.image.origin,
-                                             "archive_sha256": self.image.digest}}
+        self._record_facts(image, facts)
         say(f"kind backend: cluster {name} with {len(topologies)} worker(s) ready in {self.timings['cluster']:.1f} s; "
             f"driver {manifest.name} ({self.image.origin}) registered on each")
 
@@ -160,22 +183,34 @@ class RunCluster:
         config = node_config(profile)
         key = RunKey(config.reserved, tuple(sorted(config.options.items())), manifest.path)
         with cls._lock:
-            current = cls._current
-            if current is not None and current.cluster.created:
-                if current.key != key:
-                    raise NotImplementedError(
-                        "the kind backend runs one cluster per run for one driver, reserved set and policy options; "
-                        f"this session asks for driver {manifest.name} with {profile.get('reservedSystemCPUs')!r} "
-                        "reserved (docs/kind.md \"Backend kind\")")
-                if topology.name not in current.workers:
-                    raise NotImplementedError(
-                        f"machine {topology.name} was not planned for this run's cluster (workers: "
-                        f"{', '.join(current.workers)}); kind cannot add a node to a running cluster")
-                return current, current.workers[topology.name]
-            planned = {t.name: t for t in cls._planned}
-            planned.setdefault(topology.name, topology)
-            cls._current = cls(key, config, manifest, tuple(planned.values()))
-            return cls._current, cls._current.workers[topology.name]
+            for current in cls._clusters:
+                if current.cluster.created and topology.name in current.workers:
+                    if current.key != key:
+                        raise NotImplementedError(
+                            "the kind backend runs one cluster per run for one driver, reserved set and policy "
+                            f"options; this session asks for driver {manifest.name} with "
+                            f"{profile.get('reservedSystemCPUs')!r} reserved (docs/kind.md \"Backend kind\")")
+                    return current, current.workers[topology.name]
+            machines = cls._machines_for(topology)
+            names = frozenset(t.name for t in machines)
+            if names in cls._failed:  # a cluster that could not start does not get a second try per test
+                raise cls._failed[names]
+            try:
+                made = cls(key, config, manifest, machines)
+            except Exception as exc:
+                cls._failed[names] = exc
+                raise
+            cls._clusters.append(made)
+            return made, made.workers[topology.name]
+
+    def _record_facts(self, image: str, facts: dict) -> None:
+        """report.json run.backend_facts: the node image, every cluster of this process and its workers."""
+        merged = RunCluster.facts
+        merged.update({"node_image": image, **{f"node_image_{k}" if k == "id" else k: v for k, v in facts.items()},
+                       "driver_image": {"reference": self.image.reference, "origin": self.image.origin,
+                                        "archive_sha256": self.image.digest}})
+        merged["clusters"] = [*merged.get("clusters", []), self.cluster.plan.name]
+        merged["workers"] = {**merged.get("workers", {}), **{n: w.node for n, w in self.workers.items()}}
 
     def delete(self) -> None:
         """Delete the cluster (nodes, network, scratch files); safe to call twice. Signals are held off meanwhile:
@@ -187,8 +222,8 @@ class RunCluster:
             api.close()
         with _signals_held():
             self.cluster.delete()
-        if RunCluster._current is self:
-            RunCluster._current = None
+        if self in RunCluster._clusters:
+            RunCluster._clusters.remove(self)
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ from ..waiting import wait_for
 from . import cci_deploy, cci_manifests, node_view, pods
 from .kind_pods import LABEL, NODE_LABEL, claim_objects, pod_object, settled
 from .kube_api import KubeAPIError
-from .node_view import NodeRead, node_exec, read_node
+from .node_view import Ledger, NodeRead, node_exec, read_ledger, read_node
 from .run_cluster import RunCluster
 from .session_ledger import assignments, containers_of, effective, exclusive_map
 
@@ -60,6 +60,7 @@ class KindSession:
         self._driver_stopped = False  # stop_driver() took the DaemonSet off the worker
         self._paused = 0  # the driver pid pause_driver() stopped
         self._restore_timeout: float | None = None  # the kubelet's RPC deadline before this session changed it
+        self._root: Path | None = None  # the node container's root as the host sees it (_ledger)
         self._clean_node()
         if self.worker.sessions:
             self._fresh_driver()
@@ -86,6 +87,17 @@ class KindSession:
     def _read(self) -> NodeRead:
         return read_node(self.node, f"{cci_manifests.NAMESPACE}_{self._ds_name()}-*", self.plan.registration_socket)
 
+    def _ledger(self) -> Ledger:
+        """The checkpoints and the recorder log alone, for the waits that poll them: plain file reads through the
+        node container's root (node_view.read_ledger), or the full read where that root is not readable (a
+        harness without root)."""
+        if self._root is None:
+            self._root = Path(f"/proc/{self._node_pid()}/root")
+        try:
+            return read_ledger(self._root)
+        except PermissionError:
+            return self._read()
+
     def _ds_name(self) -> str:
         return cci_manifests.daemonset_name(self.plan)
 
@@ -99,7 +111,7 @@ class KindSession:
     def _clean_node(self) -> None:
         """A new session starts on an empty ledger: whatever an earlier session left is deleted and released."""
         self._delete_all()
-        wait_for(lambda: not (r := self._read()).cpu.entries and not r.cci["containers"] and not r.cci["pending"],
+        wait_for(lambda: not (r := self._ledger()).cpu.entries and not r.cci["containers"] and not r.cci["pending"],
                  RELEASE_TIMEOUT_S, interval=1.0, what=f"{self.node} to hold no grant before a new session")
 
     def _fresh_driver(self) -> None:
@@ -123,7 +135,7 @@ class KindSession:
         uids = {pod["metadata"]["uid"] for pod in ours}
 
         def released() -> bool:
-            r = self._read()
+            r = self._ledger()
             return not (uids & set(r.cpu.entries) or any(c["podUID"] in uids for c in r.cci["containers"])
                         or any(e["podUID"] in uids for e in r.cci["pending"]))
         wait_for(released, RELEASE_TIMEOUT_S, interval=1.0, what=f"the kubelet to release {len(uids)} deleted pod(s)")
@@ -169,14 +181,14 @@ class KindSession:
         return AdmissionResult(True, containers=assignments(status, read), node_seconds=node_s,
                                driver_seconds=driver_s)
 
-    def _converged(self) -> NodeRead:
+    def _converged(self) -> Ledger:
         """The worker once every container of this backend runs on the cpuset the kubelet's store gives it (its
         reconcile loop applies a changed shared pool later than the admission; CONVERGE_TIMEOUT_S), or as it is
         then: a kubelet that does not converge is for the suites' checks to show, not for this wait to hide."""
-        last: list[NodeRead] = []
+        last: list[Ledger] = []
 
         def settled() -> bool:
-            read = self._read()
+            read = self._ledger()
             last[:] = [read]
             return all(c.runtime_cpus == c.store_cpus for c in containers_of(self._ours(), read))
         try:
@@ -212,11 +224,11 @@ class KindSession:
         self.api.delete_claims(namespace, f"{LABEL}={name}")
 
         def released():
-            r = self._read()
+            r = self._ledger()
             return real not in r.cpu.entries and all(c["podUID"] != real for c in r.cci["containers"])
 
         def delivered():
-            return all(e["podUID"] != real for e in self._read().cci["pending"])
+            return all(e["podUID"] != real for e in self._ledger().cci["pending"])
         wait_for(released, RELEASE_TIMEOUT_S, interval=0.5, what=f"the kubelet to release pod {namespace}/{name}")
         # The Removes the kubelet owes the driver for it follow the release. Awaited for one RPC deadline and a
         # margin, not required: a paused or dead driver keeps them owed (snapshot.pending shows it, and the

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from ..cpuset import CPUs, parse_cpulist
 from ..node.api import ContainerAssignment, ContainerState, SnapshotError
-from .node_view import NodeRead, recorded_cpusets
+from .node_view import Ledger, recorded_cpusets
 
 
-def effective(record: dict, read: NodeRead) -> CPUs:
+def effective(record: dict, read: Ledger) -> CPUs:
     """The cpuset the patched kubelet gives a CCI container (manager.go Effective, docs/spec.md S3.3): its
     exclusive CPUs plus its SHARED groups minus what others hold, or the shared pool when that is empty."""
     exclusive = parse_cpulist(record["exclusive"])
@@ -19,7 +19,7 @@ def effective(record: dict, read: NodeRead) -> CPUs:
     return cpus or read.cpu.default_cpuset
 
 
-def _placement(read: NodeRead, pod_uid: str, container: str) -> tuple[str, CPUs, bool, dict | None]:
+def _placement(read: Ledger, pod_uid: str, container: str) -> tuple[str, CPUs, bool, dict | None]:
     """(source, store cpus, exclusive, CCI record) of one container, from the two checkpoints."""
     record = next((r for r in read.cci["containers"] if (r["podUID"], r["container"]) == (pod_uid, container)), None)
     if record is not None:
@@ -34,7 +34,7 @@ def _container_id(status: dict) -> str:
     return status.get("containerID", "").split("://", 1)[-1]
 
 
-def assignments(pod: dict, read: NodeRead) -> tuple[ContainerAssignment, ...]:
+def assignments(pod: dict, read: Ledger) -> tuple[ContainerAssignment, ...]:
     """The AdmissionResult containers of an admitted pod (its Kubernetes uid), as the kubelet's checkpoints hold
     them."""
     real = pod["metadata"]["uid"]
@@ -48,13 +48,13 @@ def assignments(pod: dict, read: NodeRead) -> tuple[ContainerAssignment, ...]:
     return tuple(sorted(out, key=lambda a: order.index(a.container)))
 
 
-def exclusive_map(read: NodeRead) -> dict[str, CPUs]:
+def exclusive_map(read: Ledger) -> dict[str, CPUs]:
     """cpu_manager_state's assignments (static and CCI, withheld included: one store, patch 0001)."""
     return {f"{pod}/{name}": frozenset(cpus) for pod, cs in read.cpu.entries.items()
             for name, cpus in cs.items()}
 
 
-def containers_of(pods: list[dict], read: NodeRead) -> tuple[ContainerState, ...]:
+def containers_of(pods: list[dict], read: Ledger) -> tuple[ContainerState, ...]:
     """Every container of the backend's pods with its store cpuset and the cpuset the runtime was last given."""
     recorded = recorded_cpusets(read.recorder)
     out = []

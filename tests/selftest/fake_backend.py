@@ -140,7 +140,7 @@ class FakeSession:
 class FakeBackend:
     name: ClassVar[str] = "fake"
 
-    def prepare(self, topologies) -> None:
+    def prepare(self, groups) -> None:
         """Nothing to build ahead: sessions are in-process."""
 
     def run_facts(self) -> dict:
@@ -148,3 +148,21 @@ class FakeBackend:
 
     def open(self, config: SessionConfig) -> FakeSession:
         return FakeSession(config)
+
+
+@register_backend
+class SpreadingFakeBackend(FakeBackend):
+    """"fake-spread": as "fake", but it spreads the suites over xdist workers one machine each (as kind does), and
+    reports which machines this process opened sessions on, and its pid, as its run facts."""
+
+    name: ClassVar[str] = "fake-spread"
+    spreads_by_machine = True
+    opened: ClassVar[set[str]] = set()
+
+    def run_facts(self) -> dict:
+        pid = str(os.getpid())
+        return {"clusters": [pid], "workers": {m: pid for m in sorted(self.opened)}} if self.opened else {}
+
+    def open(self, config: SessionConfig) -> FakeSession:
+        SpreadingFakeBackend.opened.add(config.topology.name)
+        return super().open(config)

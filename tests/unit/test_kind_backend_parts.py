@@ -166,3 +166,56 @@ def test_the_driver_sees_the_faked_pci_devices(tmp_path):
     assert mounts["/host/sys/bus"]["readOnly"] and "/host/sys/devices/pci0000:ca" in mounts
     paths = {v["hostPath"]["path"] for v in pod["volumes"]}
     assert f"{run_driver.PCI_COPY}/sys/devices/pci0000:ca" in paths
+
+
+_CCI_HEAD = '{"kind":"CCICheckpoint","apiVersion":"checkpoint.cci.cci-conformance.io/v1","mode":"coexistence",'
+
+
+def _node_root(tmp_path, cci_text: str, recorder: str | None):
+    from cci_conformance.node import checkpoint
+    from cci_conformance.node.cpumanager.state import dumps
+
+    kubelet = tmp_path / "var" / "lib" / "kubelet"
+    kubelet.mkdir(parents=True)
+    cpu = CPUManagerState("static", parse_cpulist("0,8-15"), {"a": {"c0": parse_cpulist("2,3")}})
+    (kubelet / "cpu_manager_state").write_bytes(dumps(cpu))
+    (kubelet / "cci_manager_state").write_bytes(checkpoint.encode(cci_text))
+    if recorder is not None:
+        (tmp_path / "var" / "log").mkdir(parents=True)
+        (tmp_path / "var" / "log" / "cci-cpusets.jsonl").write_text(recorder)
+    return tmp_path
+
+
+def test_the_ledger_reads_the_kubelets_files_through_the_node_root(tmp_path):
+    cci = _CCI_HEAD + '"containers":[],"pending":[{"podUID":"a"}]}'
+    root = _node_root(tmp_path, cci, '{"op":"create","id":"ida","cpus":"2-3"}\n')
+    ledger = node_view.read_ledger(root)
+    assert ledger.cpu.entries == {"a": {"c0": {2, 3}}} and ledger.cpu.default_cpuset == parse_cpulist("0,8-15")
+    assert ledger.cci["pending"] == [{"podUID": "a"}] and node_view.recorded_cpusets(ledger.recorder) == {"ida": {2, 3}}
+    assert node_view.read_ledger(_node_root(tmp_path / "fresh", cci, None)).recorder == ""  # nothing recorded yet
+
+
+def test_a_ledger_with_a_missing_or_corrupt_checkpoint_is_an_error_naming_the_file(tmp_path):
+    root = _node_root(tmp_path, _CCI_HEAD + '"containers":[],"pending":[]}', "")
+    raw = (root / "var/lib/kubelet/cci_manager_state").read_bytes()
+    (root / "var/lib/kubelet/cci_manager_state").write_bytes(raw.replace(b"coexistence", b"coexistencf"))
+    with pytest.raises(Exception, match="cci_manager_state"):  # the checksum no longer matches
+        node_view.read_ledger(root)
+    (root / "var/lib/kubelet/cpu_manager_state").unlink()
+    with pytest.raises(node_view.NodeReadError, match="/var/lib/kubelet/cpu_manager_state is missing"):
+        node_view.read_ledger(root)
+
+
+def test_a_run_makes_one_cluster_and_an_xdist_worker_only_its_machines_groups(monkeypatch):
+    laptop, server, hybrid = (library.load(n) for n in ("laptop-1s4c-smt2", "server-2s8c-smt2-intel", "hybrid-8p8e"))
+    monkeypatch.setattr(run_cluster.RunCluster, "_clusters", [])
+    run_cluster.RunCluster.plan([(server, laptop), (laptop, hybrid)])  # each run machine, then LAT-004's beside it
+
+    def names(machines):
+        return [t.name for t in machines]
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    assert names(run_cluster.RunCluster._machines_for(laptop)) == [laptop.name, server.name, hybrid.name]
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")  # a worker of `run -n`: the groups its machine leads
+    assert names(run_cluster.RunCluster._machines_for(laptop)) == [laptop.name, hybrid.name]
+    assert names(run_cluster.RunCluster._machines_for(server)) == [server.name, laptop.name]
+    assert names(run_cluster.RunCluster._machines_for(hybrid)) == [hybrid.name]  # only ever opened beside laptop

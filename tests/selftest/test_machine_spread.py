@@ -1,0 +1,65 @@
+"""`-n` on a backend that builds machines: each xdist worker runs whole machines; the report merges their facts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from example_suite import TOPOLOGIES, plugin_args, write_suite
+
+pytest_plugins = ["pytester"]
+
+TESTS = """\
+import os
+import pytest
+
+
+@pytest.mark.requirement("CLAIM-001")
+@pytest.mark.parametrize("n", range(4))
+def test_where(node, topology, n):
+    with open(os.environ["CCI_WHERE_LOG"], "a") as fh:
+        fh.write(f"{topology.name} {os.getpid()}\\n")
+"""
+
+
+def test_each_worker_runs_whole_machines_and_the_report_merges_their_facts(pytester, monkeypatch):
+    where = pytester.path / "where.log"
+    monkeypatch.setenv("CCI_WHERE_LOG", str(where))
+    root = write_suite(pytester.path, tests=TESTS)
+    args = [a if a != "fake" else "fake-spread" for a in plugin_args(root)]
+    result = pytester.runpytest_subprocess(*args, "-n", "2", "--dist", "loadscope")
+    result.assert_outcomes(passed=4 * len(TOPOLOGIES))
+    pids: dict[str, set[str]] = {}
+    for line in where.read_text().splitlines():
+        machine, pid = line.split()
+        pids.setdefault(machine, set()).add(pid)
+    assert set(pids) == set(TOPOLOGIES)
+    assert all(len(p) == 1 for p in pids.values()), f"a machine's tests ran in several processes: {pids}"
+    assert len(set().union(*pids.values())) == 2, f"the two machines ran in one process: {pids}"
+    facts = json.loads((root / "out" / "report.json").read_text())["run"]["backend_facts"]
+    assert facts["workers"] == {m: next(iter(p)) for m, p in pids.items()}
+    assert sorted(facts["clusters"]) == sorted(set().union(*pids.values()))
+
+
+@pytest.mark.parametrize(("nodeid", "machine"), [
+    ("suites/test_a.py::test_x[laptop-1s4c-smt2]", "laptop-1s4c-smt2"),
+    ("suites/test_a.py::test_x[server-2s8c-smt2-intel-not an object]", "server-2s8c-smt2-intel"),
+    ("suites/test_a.py::test_x[server-2s8c-smt2]", "server-2s8c-smt2"),  # a name that starts another's
+    ("suites/test_a.py::test_x[server-2s8c-smt2-x]", "server-2s8c-smt2"),
+    ("suites/test_a.py::test_x[other]", None),
+    ("suites/test_a.py::test_x", None),
+])
+def test_a_test_id_names_its_machine(nodeid, machine):
+    from cci_conformance.certify.machine_scheduling import machine_of
+
+    assert machine_of(nodeid, ("laptop-1s4c-smt2", "server-2s8c-smt2", "server-2s8c-smt2-intel")) == machine
+
+
+def test_facts_of_several_processes_merge_without_losing_any():
+    from cci_conformance.certify.run_report import merge_facts
+
+    a = {"node_image": "img", "clusters": ["c1"], "workers": {"m1": "c1-worker"}, "driver_image": {"origin": "x"}}
+    b = {"node_image": "img", "clusters": ["c2"], "workers": {"m2": "c2-worker"}, "driver_image": {"origin": "x"}}
+    assert merge_facts([{}, a, b]) == {"node_image": "img", "clusters": ["c1", "c2"],
+                                       "workers": {"m1": "c1-worker", "m2": "c2-worker"},
+                                       "driver_image": {"origin": "x"}}
