@@ -30,6 +30,8 @@ KUBELET_TIMEOUT_S = 120
 # session waits this long for every container's runtime cpuset to equal the store's; a kubelet that never
 # converges is then shown as it is, to the suites' checks.
 CONVERGE_TIMEOUT_S = 15
+# The waits on the ledger alone read files (node_view.read_ledger, well under a millisecond): they can look often.
+LEDGER_POLL_S = 0.1
 TIMEOUT_DROPIN = "/etc/systemd/system/kubelet.service.d/20-cci-rpc-timeout.conf"
 
 
@@ -112,7 +114,7 @@ class KindSession:
         """A new session starts on an empty ledger: whatever an earlier session left is deleted and released."""
         self._delete_all()
         wait_for(lambda: not (r := self._ledger()).cpu.entries and not r.cci["containers"] and not r.cci["pending"],
-                 RELEASE_TIMEOUT_S, interval=1.0, what=f"{self.node} to hold no grant before a new session")
+                 RELEASE_TIMEOUT_S, interval=LEDGER_POLL_S, what=f"{self.node} to hold no grant before a new session")
 
     def _fresh_driver(self) -> None:
         """A new session's driver starts with no history, as on the embedded node, where every session starts
@@ -138,7 +140,8 @@ class KindSession:
             r = self._ledger()
             return not (uids & set(r.cpu.entries) or any(c["podUID"] in uids for c in r.cci["containers"])
                         or any(e["podUID"] in uids for e in r.cci["pending"]))
-        wait_for(released, RELEASE_TIMEOUT_S, interval=1.0, what=f"the kubelet to release {len(uids)} deleted pod(s)")
+        wait_for(released, RELEASE_TIMEOUT_S, interval=LEDGER_POLL_S,
+                 what=f"the kubelet to release {len(uids)} deleted pod(s)")
         self._pods.clear()
         self._alias.clear()
 
@@ -229,12 +232,13 @@ class KindSession:
 
         def delivered():
             return all(e["podUID"] != real for e in self._ledger().cci["pending"])
-        wait_for(released, RELEASE_TIMEOUT_S, interval=0.5, what=f"the kubelet to release pod {namespace}/{name}")
+        wait_for(released, RELEASE_TIMEOUT_S, interval=LEDGER_POLL_S,
+                 what=f"the kubelet to release pod {namespace}/{name}")
         # The Removes the kubelet owes the driver for it follow the release. Awaited for one RPC deadline and a
         # margin, not required: a paused or dead driver keeps them owed (snapshot.pending shows it, and the
         # suites that care check it), as the embedded node's delete_pod returns with them owed.
         try:
-            wait_for(delivered, self.worker.rpc_timeout_s + 2, interval=0.3,
+            wait_for(delivered, self.worker.rpc_timeout_s + 2, interval=LEDGER_POLL_S,
                      what=f"the kubelet to deliver the Removes owed for {namespace}/{name}")
         except TimeoutError:
             pass
