@@ -210,13 +210,28 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
-    if _is_worker(config):  # what this worker ran on (its kind clusters) reaches the controller's report
-        from .backends.base import get_backend
+    if _is_worker(config):  # what this worker ran on (its kind clusters) reaches the controller's report, and
+        _finish_backend(config, facts=True)  # is released before xdist hears the worker is done (kind.py)
 
-        try:
-            config.workeroutput[WORKER_FACTS] = get_backend(config.stash[SETTINGS].backend).run_facts()
-        except ConfigError:
-            pass
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not _is_worker(config):  # the only process, or the controller once xdist stopped every worker
+        _finish_backend(config, facts=False)
+
+
+def _finish_backend(config: pytest.Config, facts: bool) -> None:
+    from .backends.base import get_backend
+
+    settings = config.stash.get(SETTINGS, None)
+    if settings is None:
+        return
+    try:
+        backend = get_backend(settings.backend)
+    except ConfigError:
+        return  # reported as a usage error already
+    if facts:
+        config.workeroutput[WORKER_FACTS] = backend.run_facts()
+    backend.finish()
 
 
 class _XdistCount:

@@ -103,6 +103,8 @@ class Backend(Protocol):
     # them), grouped: a run topology first, then the machines its tests open beside it (LAT-004's growth machines)
     def open(self, config: SessionConfig) -> NodeSession: ...
     def run_facts(self) -> dict: ...  # what the run ran on, for report.json run.backend_facts ({} when nothing)
+    def finish(self) -> None: ...  # at the end of each pytest process: release what the run built (kind: the
+    # clusters of this process, and those of pytest-xdist workers that ended before they could delete theirs)
 
 
 _BACKENDS: dict[str, type] = {}

@@ -356,5 +356,8 @@ class EmbeddedBackend:
     def run_facts(self) -> dict:
         return {}
 
+    def finish(self) -> None:
+        """Nothing outlives the sessions."""
+
     def open(self, config: SessionConfig) -> EmbeddedSession:
         return EmbeddedSession(config)

@@ -25,6 +25,20 @@ class KindBackend:
         module = sys.modules.get("cci_conformance.kind.run_cluster")  # no cluster was made if it was never imported
         return dict(module.RunCluster.facts) if module is not None else {}
 
+    def finish(self) -> None:
+        """Delete this process's clusters before it reports its end: a pytest-xdist worker that is still deleting
+        after that is killed by xdist's teardown (10 s). Then delete the clusters of harness processes that no
+        longer run, which is how the controller of `run -n` removes a cluster a killed worker could not."""
+        import sys
+
+        module = sys.modules.get("cci_conformance.kind.run_cluster")
+        if module is not None:
+            module.RunCluster.delete_all()
+        if not module or not module.distributed():
+            from ..kind.run_cluster import sweep_orphans
+
+            sweep_orphans()
+
     def open(self, config: SessionConfig):
         from ..kind.session import KindSession  # docker, kubectl and testinfra only when the backend is used
 

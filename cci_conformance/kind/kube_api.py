@@ -27,6 +27,7 @@ class KubeAPI:
         config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
         self._client = client.ApiClient(configuration)
         self.core = client.CoreV1Api(self._client)
+        self.apps = client.AppsV1Api(self._client)
         self.custom = client.CustomObjectsApi(self._client)
 
     def _call(self, fn, *args, timeout: float = REQUEST_TIMEOUT_S, **kwargs) -> str:
@@ -72,6 +73,11 @@ class KubeAPI:
     def delete_claims(self, namespace: str, label_selector: str) -> None:
         self._call(self.custom.delete_collection_namespaced_custom_object, "resource.k8s.io", "v1", namespace,
                    "resourceclaims", label_selector=label_selector)
+
+    def patch_daemonset(self, namespace: str, name: str, patch: dict) -> None:
+        """A JSON merge patch (RFC 7386) of a DaemonSet, as ``kubectl patch --type=merge``."""
+        self._call(self.apps.patch_namespaced_daemon_set, name, namespace, patch,
+                   _content_type="application/merge-patch+json")
 
     def node_proxy(self, node: str, path: str, timeout: float = REQUEST_TIMEOUT_S) -> str:
         """GET the kubelet's ``path`` (``metrics``, ``healthz``) through the API server's node proxy."""

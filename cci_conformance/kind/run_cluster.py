@@ -212,6 +212,12 @@ class RunCluster:
         merged["clusters"] = [*merged.get("clusters", []), self.cluster.plan.name]
         merged["workers"] = {**merged.get("workers", {}), **{n: w.node for n, w in self.workers.items()}}
 
+    @classmethod
+    def delete_all(cls) -> None:
+        """Delete every cluster of this process (at its end, before atexit)."""
+        for made in list(cls._clusters):
+            made.delete()
+
     def delete(self) -> None:
         """Delete the cluster (nodes, network, scratch files); safe to call twice. Signals are held off meanwhile:
         an interrupt arriving during the deletion (a run stopped just as it ended) left the network behind."""
@@ -224,6 +230,23 @@ class RunCluster:
             self.cluster.delete()
         if self in RunCluster._clusters:
             RunCluster._clusters.remove(self)
+
+
+def sweep_orphans() -> None:
+    """Delete the clusters of harness processes that no longer run (cluster.delete_orphans); best effort, and
+    nothing at all on a host without docker or the kind binary."""
+    from . import cache, toolchain
+
+    if toolchain.docker_problem():
+        return
+    try:
+        with cache.cached_only():  # never a build at exit: without a built kind binary no cluster of ours runs
+            kind = toolchain.kind_binary()
+    except Exception:  # noqa: BLE001 - not built, or no Go to ask its version
+        return
+    with _signals_held():
+        for orphan in delete_orphans(kind):
+            say(f"kind backend: deleted {orphan}, left by a process that no longer runs")
 
 
 @contextlib.contextmanager

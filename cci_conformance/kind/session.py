@@ -321,8 +321,12 @@ class KindSession:
                         "crictl inspect -o go-template --template '{{.info.pid}}'").strip()
         return int(out) if out.isdigit() else 0
 
-    def _driver_pod(self) -> str:
-        return cci_deploy.driver_pod(self.cluster, self.plan)
+    def _driver_pod(self) -> dict | None:
+        """The driver's running pod on this worker (None while there is none)."""
+        selector = f"cci-driver={self.plan.driver_name},cci-node={self.plan.node_name}"
+        running = [p for p in self.api.list_pods(selector) if p["metadata"]["namespace"] == cci_manifests.NAMESPACE
+                   and p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
+        return running[0] if running else None
 
     def _registrations(self, read: NodeRead | None = None) -> int:
         """Registrations of the driver the kubelet accepted since it started (its journal, kubelet-cci registry.go)."""
@@ -338,18 +342,19 @@ class KindSession:
         lands, and that restarted driver registers, then removes the sockets of the pod replacing it when the
         deletion stops it (seen on kind as registered, deregistered, registered: an admission in the gap was
         refused with DriverNotRegistered)."""
-        pod = self._driver_pod()
-        if not pod:
+        found = self._driver_pod()
+        if found is None:
             return
-        found = self.api.get_pod(cci_manifests.NAMESPACE, pod)
-        if found is None:  # went meanwhile
-            return
-        uid = found["metadata"]["uid"]
+        pod, uid = found["metadata"]["name"], found["metadata"]["uid"]
         pid = self._driver_pid() if hard else 0
         if pid:
             node_exec(self.node, f"kill -STOP {pid} 2>/dev/null || true")  # a driver that died meanwhile is fine
-        grace = ("--grace-period=0", "--force") if hard else ()
-        self.cluster.kubectl("delete", "pod", pod, "-n", cci_manifests.NAMESPACE, *grace, "--wait=true", timeout=60)
+        # Hard: no grace period, the object goes at once (kubectl delete --grace-period=0 --force); soft: the pod's
+        # own grace period. Either way the object is awaited gone (kubectl's --wait), the DaemonSet's next pod is
+        # another object with another name.
+        self.api.delete_pod(cci_manifests.NAMESPACE, pod, grace_seconds=0 if hard else None)
+        wait_for(lambda: (p := self.api.get_pod(cci_manifests.NAMESPACE, pod)) is None or p["metadata"]["uid"] != uid,
+                 60, interval=0.2, what=f"driver pod {pod} to be deleted")
         if pid and not self._read().kubelet_pid:  # no kubelet to end it, nor to restart it: kill it here
             node_exec(self.node, f"kill -9 {pid} 2>/dev/null || true")
         wait_for(lambda: not node_exec(self.node, f"crictl ps -q --label io.kubernetes.pod.uid={uid}").strip(),
@@ -401,8 +406,7 @@ class KindSession:
     def _select_worker(self, on: bool) -> None:
         value = self.node if on else "cci-conformance-driver-stopped"
         patch = {"spec": {"template": {"spec": {"nodeSelector": {"kubernetes.io/hostname": value}}}}}
-        self.cluster.kubectl("patch", "daemonset", self._ds_name(), "-n", cci_manifests.NAMESPACE, "--type=merge",
-                             "-p", json.dumps(patch))
+        self.api.patch_daemonset(cci_manifests.NAMESPACE, self._ds_name(), patch)
 
     def _wait_registered(self, above: int) -> None:
         wait_for(lambda: self._registrations() > above and self.driver in self.snapshot().drivers,

@@ -36,23 +36,32 @@ def _decided(report: Path) -> int:
     return counts["pass"] + counts["fail"] + counts["not-applicable"]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
-def test_an_interrupted_kind_run_leaves_nothing(sig, tmp_path):
+# One process, or two xdist workers with a machine (and a cluster) each (`run -n 2`, docs/kind.md).
+MACHINES = {0: ["laptop-1s4c-smt2"], 2: ["laptop-1s4c-smt2", "sparse-offline"]}
+
+
+@pytest.mark.parametrize(("sig", "workers"), [(signal.SIGTERM, 0), (signal.SIGINT, 0), (signal.SIGTERM, 2)],
+                         ids=["sigterm", "ctrl-c", "sigterm-two-workers"])
+def test_an_interrupted_kind_run_leaves_nothing(sig, workers, tmp_path):
     problem = toolchain.docker_problem()
     if problem or not nodeimage.image_exists(nodeimage.default_image()):
         pytest.skip(f"kind interrupt: {problem or 'no node image (cci-conformance kind build-node-image)'}")
-    prefix = f"cci-intr-{sig.name.lower()}"
+    prefix = f"cci-intr-{sig.name.lower()}-{workers}"
     report = tmp_path / "report"
     argv = [sys.executable, "-m", "cci_conformance", "run", "--backend", "kind", "--driver",
-            str(PROJECT / "drivers_under_test" / "go-reference"), "--topology", "laptop-1s4c-smt2",
+            str(PROJECT / "drivers_under_test" / "go-reference"), "--topology", *MACHINES[workers],
             "--report-dir", str(report), "-k", "test_restart or test_robustness"]
+    if workers:
+        argv += ["-n", str(workers)]
     proc = subprocess.Popen(argv, cwd=tmp_path, env=dict(os.environ, CCI_KIND_PREFIX=prefix),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         # stop it in the middle: once its first test is decided, with a dozen more to go (the run's report is
         # rewritten after every test; pytest.log only at the end)
-        wait_for(lambda: _docker("ps", "-q", "--filter", f"name={prefix}") and _decided(report) >= 1,
-                 UP_TIMEOUT_S, interval=1.0, what="the kind run to finish its first test")
+        def going() -> bool:  # every worker's cluster is up, and one test is decided
+            names = _docker("ps", "--filter", f"name={prefix}", "--format", "{{.Names}}")
+            return len([n for n in names if n.endswith("control-plane")]) >= max(1, workers) and _decided(report) >= 1
+        wait_for(going, UP_TIMEOUT_S, interval=1.0, what="the kind run to finish its first test")
         os.killpg(proc.pid, sig) if sig == signal.SIGINT else proc.send_signal(sig)
         proc.wait(timeout=STOP_TIMEOUT_S)
     finally:

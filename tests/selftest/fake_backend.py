@@ -146,6 +146,9 @@ class FakeBackend:
     def run_facts(self) -> dict:
         return {}
 
+    def finish(self) -> None:
+        """Nothing outlives the sessions."""
+
     def open(self, config: SessionConfig) -> FakeSession:
         return FakeSession(config)
 
@@ -166,3 +169,9 @@ class SpreadingFakeBackend(FakeBackend):
     def open(self, config: SessionConfig) -> FakeSession:
         SpreadingFakeBackend.opened.add(config.topology.name)
         return super().open(config)
+
+    def finish(self) -> None:
+        where = os.environ.get("CCI_WHERE_LOG")
+        if where:
+            with open(where, "a") as fh:
+                fh.write(f"finish {os.getpid()} {os.environ.get('PYTEST_XDIST_WORKER', 'controller')}\n")

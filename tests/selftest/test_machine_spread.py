@@ -30,9 +30,17 @@ def test_each_worker_runs_whole_machines_and_the_report_merges_their_facts(pytes
     result = pytester.runpytest_subprocess(*args, "-n", "2", "--dist", "loadscope")
     result.assert_outcomes(passed=4 * len(TOPOLOGIES))
     pids: dict[str, set[str]] = {}
+    finished: dict[str, str] = {}
     for line in where.read_text().splitlines():
+        if line.startswith("finish "):
+            _, pid, role = line.split()
+            finished[pid] = role
+            continue
         machine, pid = line.split()
         pids.setdefault(machine, set()).add(pid)
+    # every worker released what it built (kind: its clusters), and so did the controller (kind: what a killed
+    # worker could not), each once
+    assert sorted(finished.values()) == ["controller", "gw0", "gw1"], finished
     assert set(pids) == set(TOPOLOGIES)
     assert all(len(p) == 1 for p in pids.values()), f"a machine's tests ran in several processes: {pids}"
     assert len(set().union(*pids.values())) == 2, f"the two machines ran in one process: {pids}"
