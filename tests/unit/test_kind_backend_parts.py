@@ -219,3 +219,49 @@ def test_a_run_makes_one_cluster_and_an_xdist_worker_only_its_machines_groups(mo
     assert names(run_cluster.RunCluster._machines_for(laptop)) == [laptop.name, hybrid.name]
     assert names(run_cluster.RunCluster._machines_for(server)) == [server.name, laptop.name]
     assert names(run_cluster.RunCluster._machines_for(hybrid)) == [hybrid.name]  # only ever opened beside laptop
+
+
+class _DriverPodsAPI:
+    """The API server as _replace_driver_pod sees it: pods listed by label, deleted, then gone."""
+
+    def __init__(self, pods):
+        self.pods = {p["metadata"]["name"]: p for p in pods}
+        self.deleted: list[tuple[str, int | None]] = []
+
+    def list_pods(self, label_selector="", field_selector=""):
+        assert label_selector == "cci-driver=drv,cci-node=w1"
+        return list(self.pods.values())
+
+    def get_pod(self, namespace, name):
+        return self.pods.get(name)
+
+    def delete_pod(self, namespace, name, grace_seconds=None):
+        self.deleted.append((name, grace_seconds))
+        self.pods.pop(name)
+
+
+def _driver_pod(name, namespace="kube-system", phase="Running", deleting=False):
+    meta = {"name": name, "namespace": namespace, "uid": "uid-" + name}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-02T08:00:00Z"
+    return {"metadata": meta, "status": {"phase": phase}}
+
+
+def test_the_driver_pod_is_the_running_one_and_a_hard_replace_deletes_it_without_grace(monkeypatch):
+    from types import SimpleNamespace
+
+    from cci_conformance.kind import session as kind_session
+
+    session = kind_session.KindSession.__new__(kind_session.KindSession)
+    session.plan = SimpleNamespace(driver_name="drv", node_name="w1")
+    session.node = "w1"
+    session.api = _DriverPodsAPI([_driver_pod("old", deleting=True), _driver_pod("other", namespace="default"),
+                                  _driver_pod("pending", phase="Pending"), _driver_pod("live")])
+    assert session._driver_pod()["metadata"]["name"] == "live"
+    sent = []
+    monkeypatch.setattr(kind_session, "node_exec", lambda node, script, timeout=30: sent.append(script) or "")
+    monkeypatch.setattr(session, "_driver_pid", lambda: 4242)
+    monkeypatch.setattr(session, "_read", lambda: SimpleNamespace(kubelet_pid=7))
+    session._replace_driver_pod(hard=True)
+    assert session.api.deleted == [("live", 0)]  # no grace period: SIGTERM never reaches the stopped process
+    assert sent[0].startswith("kill -STOP 4242") and "crictl ps -q --label io.kubernetes.pod.uid=uid-live" in sent[1]
