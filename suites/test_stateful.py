@@ -35,6 +35,23 @@ MIN_EXAMPLES = 20
 MAX_EXAMPLES = 400
 ROUND = 10
 STEPS = 20
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How much random exploration a run buys: examples per seeded round, the floor, the wall-time budget."""
+
+    round: int
+    min_examples: int
+    budget_s: float
+
+
+# A step on the embedded node takes milliseconds; on kind it is a real pod start, deletion or kubelet restart
+# (2-25 s, docs/kind.md): 20 examples of 20 steps there measured about 0.2 admissions a second, half an hour
+# per machine. kind gets rounds of 2 examples, at least 4, within 4 minutes; the report says how many ran
+# (figure `stateful examples`), and the same driver gets the embedded node's 20 or more wherever it runs there.
+PACES = {"kind": Pace(round=2, min_examples=4, budget_s=240.0)}
+DEFAULT_PACE = Pace(ROUND, MIN_EXAMPLES, BUDGET_S)
 SEED_OPTION = "--hypothesis-seed"
 
 
@@ -209,16 +226,16 @@ def first_seed(config) -> int:
                     f"printed, e.g. {SEED_OPTION}=1234", pytrace=False)
 
 
-def run_rounds(machine, first: int, budget_s: float = BUDGET_S) -> tuple[int, int]:
+def run_rounds(machine, first: int, pace: Pace = DEFAULT_PACE) -> tuple[int, int]:
     """Run seeded rounds of the state machine until the budget is spent; (examples run, rounds run).
 
     On a failure raises it with ``machine.failed_seed`` set to the seed that replays its round."""
     round_seed, rounds, start = first, 0, time.monotonic()
-    options = settings(max_examples=ROUND, stateful_step_count=STEPS, deadline=None, database=None,
+    options = settings(max_examples=pace.round, stateful_step_count=STEPS, deadline=None, database=None,
                        suppress_health_check=list(HealthCheck), print_blob=False,
                        phases=(Phase.explicit, Phase.generate))  # no shrinking: a live node may not replay it
-    while machine.examples < MIN_EXAMPLES or (
-            time.monotonic() - start < budget_s and machine.examples < MAX_EXAMPLES):
+    while machine.examples < pace.min_examples or (
+            time.monotonic() - start < pace.budget_s and machine.examples < MAX_EXAMPLES):
         machine.failed_seed = round_seed
         seed(round_seed)(get_state_machine_test(machine, settings=options))()
         rounds += 1
@@ -241,7 +258,7 @@ def test_invariants_hold_under_random_interleavings(node, topology, driver_manif
     first = first_seed(request.config)
     record_figure("stateful first seed", first)  # report.json keeps it even when the run passes
     try:
-        examples, rounds = run_rounds(machine, first)
+        examples, rounds = run_rounds(machine, first, PACES.get(session.backend_name, DEFAULT_PACE))
     except Exception as exc:
         replay = (f"hypothesis seed {machine.failed_seed} (replay: pytest suites/test_stateful.py "
                   f"--cci-topology {topology.name} {SEED_OPTION}={machine.failed_seed})")
