@@ -24,7 +24,8 @@ INCREMENTAL_EVERY_S = 0.5  # how often, at most, report.json is rewritten while 
 
 def merge_facts(parts: list[dict]) -> dict:
     """The run's backend facts from every process that ran tests: mappings merged key by key, lists joined
-    without repeats, a scalar kept from the first process that had it (the node image is one for the run)."""
+    without repeats, a value the processes agree on kept once (the node image is one for the run), values they
+    differ on kept all, as a list (a machine that was a worker in two processes' clusters names both nodes)."""
     merged: dict = {}
     for part in parts:
         for key, value in part.items():
@@ -35,6 +36,8 @@ def merge_facts(parts: list[dict]) -> dict:
                 merged[key] = have + [v for v in value if v not in have]
             elif have is None:
                 merged[key] = value
+            elif have != value:
+                merged[key] = [have, value] if not isinstance(have, list) else have + [value]
     return merged
 
 

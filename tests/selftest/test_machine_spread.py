@@ -44,7 +44,9 @@ def test_each_worker_runs_whole_machines_and_the_report_merges_their_facts(pytes
     assert set(pids) == set(TOPOLOGIES)
     assert all(len(p) == 1 for p in pids.values()), f"a machine's tests ran in several processes: {pids}"
     assert len(set().union(*pids.values())) == 2, f"the two machines ran in one process: {pids}"
-    facts = json.loads((root / "out" / "report.json").read_text())["run"]["backend_facts"]
+    report = json.loads((root / "out" / "report.json").read_text())
+    assert report["errors"] == []  # report.schema.json takes the merged facts (a schema error is a run error)
+    facts = report["run"]["backend_facts"]
     assert facts["workers"] == {m: next(iter(p)) for m, p in pids.items()}
     assert sorted(facts["clusters"]) == sorted(set().union(*pids.values()))
 
@@ -71,3 +73,6 @@ def test_facts_of_several_processes_merge_without_losing_any():
     assert merge_facts([{}, a, b]) == {"node_image": "img", "clusters": ["c1", "c2"],
                                        "workers": {"m1": "c1-worker", "m2": "c2-worker"},
                                        "driver_image": {"origin": "x"}}
+    # a machine in two processes' clusters (LAT-004's base beside another machine) keeps both nodes
+    c = {"node_image": "img", "clusters": ["c3"], "workers": {"m1": "c3-worker2"}}
+    assert merge_facts([a, b, c])["workers"] == {"m1": ["c1-worker", "c3-worker2"], "m2": "c2-worker"}
