@@ -89,7 +89,7 @@ class KindCluster:
                 self.created = False
         finally:
             self._check_host()
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            remove_workdir(self.workdir)
 
     def _check_host(self) -> None:
         diff = hostguard.changed(self.host_sysctls)
@@ -153,6 +153,18 @@ def _raise_interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
 def list_clusters(kind: Path) -> list[str]:
     out = run([kind, "get", "clusters"], timeout=60)
     return [line.strip() for line in out.splitlines() if line.strip() and "No kind clusters" not in line]
+
+
+def remove_workdir(workdir: Path) -> None:
+    """Remove a cluster's scratch dir with its marker last: a process killed in the middle (xdist kills a worker
+    still busy 10 s after an interrupted run's teardown) leaves the marker, by which delete_orphans finishes."""
+    marker = workdir / CLUSTER_MARKER
+    if workdir.is_dir():
+        for child in workdir.iterdir():
+            if child != marker:
+                shutil.rmtree(child, ignore_errors=True) if child.is_dir() and not child.is_symlink() else \
+                    child.unlink(missing_ok=True)
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 def delete_clusters(kind: Path, prefix: str = "cci-") -> list[str]:

@@ -7,6 +7,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from cci_conformance.kind import cluster
 from cci_conformance.kind.cluster import CLUSTER_MARKER, WORKDIR_PREFIX, delete_orphans
 
@@ -45,3 +47,28 @@ def test_only_clusters_of_dead_harness_runs_are_deleted(tmp_path, monkeypatch):
     finally:
         for d in dirs:
             shutil.rmtree(d, ignore_errors=True)
+
+
+def test_a_scratch_dir_loses_its_marker_last(tmp_path, monkeypatch):
+    from cci_conformance.kind import cluster
+
+    work = tmp_path / "cci-kind-x"
+    for sub in ("a-worker", "b-worker"):
+        (work / sub / "sys").mkdir(parents=True)
+    (work / "kubeconfig").write_text("k")
+    (work / cluster.CLUSTER_MARKER).write_text("cci-run-1")
+    real = cluster.shutil.rmtree
+    calls = []
+
+    def killed_midway(path, ignore_errors=False):  # the process dies after the first removal
+        calls.append(path)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        real(path, ignore_errors=ignore_errors)
+    monkeypatch.setattr(cluster.shutil, "rmtree", killed_midway)
+    with pytest.raises(KeyboardInterrupt):
+        cluster.remove_workdir(work)
+    assert (work / cluster.CLUSTER_MARKER).read_text() == "cci-run-1"  # delete_orphans can still finish it
+    monkeypatch.setattr(cluster.shutil, "rmtree", real)
+    cluster.remove_workdir(work)
+    assert not work.exists()
