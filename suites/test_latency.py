@@ -9,6 +9,7 @@ import pytest
 from claimkit import available_now, claim_pod, exclusive, group, params, shared
 
 from cci_conformance.certify.budgets import growth_machines, percentile
+from cci_conformance.certify.measuring import measuring_alone
 from cci_conformance.certify.settings import load_topology
 from cci_conformance.protocol.semantics import group_is_satisfiable
 
@@ -90,7 +91,13 @@ def smallest_fallback(parameters: dict) -> dict:
 
 
 def measure(session, topology, budgets, capabilities) -> Measurement:
-    """Empty-node cycles, a fill to the profile's fraction with mixed claims, then cycles on the filled node."""
+    """Empty-node cycles, a fill to the profile's fraction with mixed claims, then cycles on the filled node;
+    never beside another process's measurement (certify/measuring.py)."""
+    with measuring_alone():
+        return _measure(session, topology, budgets, capabilities)
+
+
+def _measure(session, topology, budgets, capabilities) -> Measurement:
     m = Measurement()
     small = itertools.cycle([exclusive(1), shared(2), exclusive(2)])
     for _ in range(EMPTY_CYCLES):
