@@ -20,18 +20,14 @@ class KindBackend:
 
     def run_facts(self) -> dict:
         """Kubernetes version, node image and kubelet patch digest, workers, driver image (run_cluster.py)."""
-        import sys
-
-        module = sys.modules.get("cci_conformance.kind.run_cluster")  # no cluster was made if it was never imported
+        module = _run_cluster()
         return dict(module.RunCluster.facts) if module is not None else {}
 
     def finish(self) -> None:
         """Delete this process's clusters before it reports its end: a pytest-xdist worker that is still deleting
         after that is killed by xdist's teardown (10 s). Then delete the clusters of harness processes that no
         longer run, which is how the controller of `run -n` removes a cluster a killed worker could not."""
-        import sys
-
-        module = sys.modules.get("cci_conformance.kind.run_cluster")
+        module = _run_cluster()
         if module is not None:
             module.RunCluster.delete_all()
         if not module or not module.distributed():
@@ -43,3 +39,11 @@ class KindBackend:
         from ..kind.session import KindSession  # docker, kubectl and testinfra only when the backend is used
 
         return KindSession(config)
+
+
+def _run_cluster():
+    """kind/run_cluster.py if this process imported it, else None: then it made no cluster (and importing it
+    here would load the kind code into runs that never used the backend)."""
+    import sys
+
+    return sys.modules.get("cci_conformance.kind.run_cluster")
