@@ -25,6 +25,8 @@ def test_where(node, topology, n):
 def test_each_worker_runs_whole_machines_and_the_report_merges_their_facts(pytester, monkeypatch):
     where = pytester.path / "where.log"
     monkeypatch.setenv("CCI_WHERE_LOG", str(where))
+    # under the harness's own `pytest -n 2` this test runs in a worker: its controller must not inherit the name
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     root = write_suite(pytester.path, tests=TESTS)
     args = [a if a != "fake" else "fake-spread" for a in plugin_args(root)]
     result = pytester.runpytest_subprocess(*args, "-n", "2", "--dist", "loadscope")
