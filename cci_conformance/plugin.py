@@ -13,10 +13,11 @@ import pytest
 
 from . import interrupts
 from .certify.catalog import base_test_id
-from .certify.collector import PROP_EVIDENCE, PROP_NA, PROP_REQUIREMENTS
+from .certify.collector import PROP_EVIDENCE, PROP_NA, PROP_NODE_FAULT, PROP_REQUIREMENTS
 from .certify.outcomes import CAPABILITY_NA_KIND, capability_skip_reason
 from .certify.sessions import collect_failure_evidence
 from .certify.settings import DEFAULT_BACKEND, DEFAULT_NODE_PROFILE, DEFAULT_TOPOLOGIES, RunSettings
+from .backends.base import NodeFault
 from .certify.stash import FAILED, PROBED, SESSIONS_USED, SETTINGS
 from .errors import ConfigError
 from .paths import PROJECT_ROOT, REFERENCE_DRIVER_DIR
@@ -382,6 +383,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call):
     report = yield
+    if report.failed and call.excinfo is not None and call.excinfo.errisinstance(NodeFault):
+        # a new list: pytest shares the item's, and this phase's fault must not mark the next phase's report
+        report.user_properties = [*report.user_properties, (PROP_NODE_FAULT, str(call.excinfo.value))]
     if report.failed and report.when in ("setup", "call"):
         item.stash[FAILED] = True
         settings = item.config.stash[SETTINGS]

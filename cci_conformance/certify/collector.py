@@ -22,6 +22,8 @@ PROP_REQUIREMENTS = "cci_requirements"
 PROP_NA = "cci_not_applicable"
 PROP_FIGURE = "cci_figure"
 PROP_EVIDENCE = "cci_evidence"
+PROP_NODE_FAULT = "cci_node_fault"  # the test failed on a NodeFault (backends/base.py): untested, not a fail
+NODE_FAULT_PREFIX = "the node failed, not the driver: "
 MAX_REASON = 400
 
 
@@ -62,7 +64,12 @@ class ResultCollector:
         self._absorb_properties(res, report)
         when = report.when
         wasxfail = hasattr(report, "wasxfail")
-        if report.failed:
+        fault = dict(report.user_properties).get(PROP_NODE_FAULT) if report.failed else None
+        if fault and res.outcome not in (FAILED, ERROR):
+            # a failure the node made without the driver (a stalled runtime) proves nothing about the driver:
+            # untested, so the run cannot certify, but the driver is not blamed (docs/spec.md S4.3)
+            res.outcome, res.reason = SKIPPED, _one_line(NODE_FAULT_PREFIX + fault)
+        elif report.failed:
             if when == "call":
                 res.outcome, res.reason = FAILED, report_reason(report)
             elif res.outcome != FAILED:  # a setup or teardown failure: the test could not prove anything
@@ -110,7 +117,7 @@ class ResultCollector:
                     res.figures.append(dict(value))
             elif key == PROP_EVIDENCE:
                 res.evidence.extend(p for p in value if p not in res.evidence)
-            elif key not in (PROP_NA,) and isinstance(value, int | float) and not isinstance(value, bool):
+            elif key not in (PROP_NA, PROP_NODE_FAULT) and isinstance(value, int | float) and not isinstance(value, bool):
                 fig = {"name": key, "value": value}
                 if fig not in res.figures:  # plain record_property numbers are figures too
                     res.figures.append(fig)

@@ -37,7 +37,10 @@ def pod_object(pod: PodSpec, name: str, node: str, image: str) -> dict:
         if c.claim:
             resources["claims"] = [{"name": c.claim}]
         containers.append({"name": c.name, "image": image, "imagePullPolicy": "Never", "resources": resources})
-    spec: dict = {"containers": containers, "terminationGracePeriodSeconds": 0, "restartPolicy": "Never"}
+    # The host's network: a CPU test needs no pod network, and a sandbox then waits on no CNI plugin and no
+    # IP address range (which churn of thousands of pods per run could exhaust).
+    spec: dict = {"containers": containers, "terminationGracePeriodSeconds": 0, "restartPolicy": "Never",
+                  "hostNetwork": True}
     if pod.claims:
         spec["nodeSelector"] = {"kubernetes.io/hostname": node}
         spec["resourceClaims"] = [{"name": c.name, "resourceClaimName": claim_name(name, c.name)} for c in pod.claims]
@@ -61,3 +64,13 @@ def settled(pod: dict | None) -> dict | None:
             all(s["state"].get("running") for s in statuses):
         return pod
     return None
+
+
+def sandbox_stalled(pod: dict | None) -> bool:
+    """True when the kubelet admitted ``pod`` (it synced it past admission: the PodReadyToStartContainers
+    condition exists) but the runtime has not started its sandbox. The CCI driver has no part in that step:
+    the patched kubelet calls it at admission and after the runtime created a container (kubelet-cci/README.md)."""
+    if pod is None or pod["status"].get("phase") not in ("Pending", None):
+        return False
+    conditions = {c.get("type"): c.get("status") for c in pod["status"].get("conditions", [])}
+    return conditions.get("PodReadyToStartContainers") == "False"

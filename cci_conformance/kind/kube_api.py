@@ -63,6 +63,11 @@ class KubeAPI:
         return json.loads(self._call(self.core.list_pod_for_all_namespaces, label_selector=label_selector,
                                      field_selector=field_selector))["items"]
 
+    def pod_events(self, namespace: str, name: str) -> list[dict]:
+        """The events the cluster recorded about one pod (the kubelet's FailedCreatePodSandBox and the like)."""
+        return json.loads(self._call(self.core.list_namespaced_event, namespace,
+                                     field_selector=f"involvedObject.kind=Pod,involvedObject.name={name}"))["items"]
+
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
         try:
             self._call(self.core.delete_namespaced_pod, name, namespace, grace_period_seconds=grace_seconds)

@@ -14,9 +14,10 @@ from ..drivers.manifest import load_manifest
 from ..node.api import AdmissionResult, NodeSnapshot, PersistedState, PodSpec
 from ..node.checkpoint import CCI_STATE_FILE, CPU_STATE_FILE, canonical
 from ..node.persisted import VOLATILE
-from ..waiting import wait_for
+from ..backends.base import NodeFault
+from ..waiting import WaitTimeout, wait_for
 from . import cci_deploy, cci_manifests, node_view, pods
-from .kind_pods import LABEL, NODE_LABEL, claim_objects, pod_object, settled
+from .kind_pods import LABEL, NODE_LABEL, claim_objects, pod_object, sandbox_stalled, settled
 from .kube_api import KubeAPIError
 from .node_view import Ledger, NodeRead, node_exec, read_ledger, read_node
 from .run_cluster import RunCluster
@@ -167,8 +168,12 @@ class KindSession:
         objects = [*claim_objects(pod, name, self.driver, self.node), pod_object(pod, name, self.node, self._image)]
         for obj in objects:
             self.api.create(obj)
-        status = wait_for(lambda: settled(self.api.get_pod(pod.namespace, name)), POD_TIMEOUT_S, interval=0.2,
-                          what=f"pod {pod.namespace}/{name} running or refused by the kubelet")
+        try:
+            status = wait_for(lambda: settled(self.api.get_pod(pod.namespace, name)), POD_TIMEOUT_S, interval=0.2,
+                              what=f"pod {pod.namespace}/{name} running or refused by the kubelet")
+        except WaitTimeout:
+            self._raise_if_runtime_stalled(pod.namespace, name)
+            raise
         real = status["metadata"]["uid"]
         self._pods[pod.uid] = (pod.namespace, name, real)
         self._alias[real] = pod.uid
@@ -183,6 +188,17 @@ class KindSession:
         read = self._converged()
         return AdmissionResult(True, containers=assignments(status, read), node_seconds=node_s,
                                driver_seconds=driver_s)
+
+    def _raise_if_runtime_stalled(self, namespace: str, name: str) -> None:
+        """NodeFault when the kubelet admitted the pod and the runtime never started its sandbox: no CCI call
+        takes part in that step, so the wait's timeout is the node's failure, not the driver's (spec S4.3)."""
+        if not sandbox_stalled(self.api.get_pod(namespace, name)):
+            return
+        events = [f"{e.get('reason', '')}: {' '.join(str(e.get('message', '')).split())[:160]}"
+                  for e in self.api.pod_events(namespace, name)[-3:]]
+        raise NodeFault(f"the kubelet admitted pod {namespace}/{name}, but the container runtime had not started "
+                        f"its sandbox after {POD_TIMEOUT_S}s (the CCI driver takes no part in that step)"
+                        + (f"; events: {'; '.join(events)}" if events else ""))
 
     def _converged(self) -> Ledger:
         """The worker once every container of this backend runs on the cpuset the kubelet's store gives it (its

@@ -161,3 +161,33 @@ def test_the_report_identifies_the_driver_by_version_and_folder_digest(pytester,
     assert first["digest"]["of"] == "folder" and first["digest"]["files"] == 2
     assert first["manifest_sha256"] == second["manifest_sha256"]
     assert first["digest"]["value"] != second["digest"]["value"], "the digest must tell the two drivers apart"
+
+
+NODE_FAULT_TESTS = """\
+import pytest
+from cci_conformance.backends.base import NodeFault
+
+
+@pytest.mark.requirement("CLAIM-001")
+def test_runtime_stalls(node):
+    raise NodeFault("the runtime never started a sandbox")
+
+
+@pytest.mark.requirement("ACCT-001")
+def test_driver_fails(node):
+    assert False, "a driver's real failure"
+"""
+
+
+def test_a_node_fault_leaves_its_requirement_untested_never_failed(pytester, monkeypatch):
+    """A stalled runtime is the node's failure: the driver is not blamed, and the run does not certify."""
+    monkeypatch.setenv("CCI_FAKE_LOG", str(pytester.path / "sessions.log"))
+    root = write_suite(pytester.path, tests=NODE_FAULT_TESTS)
+    pytester.runpytest_inprocess(*plugin_args(root))
+    report = _report(root)
+    assert validation_errors(report) == []
+    by_id = {r["id"]: r for r in report["requirements"]}
+    assert by_id["CLAIM-001"]["status"] == "untested"
+    assert "the node failed, not the driver: the runtime never started a sandbox" in by_id["CLAIM-001"]["reason"]
+    assert by_id["ACCT-001"]["status"] == "fail"  # a fault elsewhere does not excuse a real failure
+    assert report["verdict"]["certified"] is False

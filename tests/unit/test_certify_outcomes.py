@@ -169,3 +169,17 @@ def test_a_test_failing_after_sigterm_is_untested_not_failed(monkeypatch):
     res = run(*reports)
     assert res.outcome == "skipped" and res.reason.startswith("did not finish: the run was interrupted")
     assert "CANCELLED" in res.reason
+
+
+def test_a_node_fault_is_untested_and_only_in_the_phase_that_raised_it():
+    from cci_conformance.certify.collector import PROP_NODE_FAULT
+
+    crash = SimpleNamespace(reprcrash=SimpleNamespace(message="NodeFault: no sandbox"))
+    fault = (PROP_NODE_FAULT, "no sandbox after 120s")
+    res = run(report("setup", "passed"), report("call", "failed", [fault], longrepr=crash),
+              report("teardown", "passed"))
+    assert res.outcome == "skipped" and res.reason == "the node failed, not the driver: no sandbox after 120s"
+    # an earlier real failure stays a failure
+    res = run(report("setup", "passed"), report("call", "failed", longrepr=crash),
+              report("teardown", "failed", [fault], longrepr="E   boom"))
+    assert res.outcome == "failed"

@@ -265,3 +265,56 @@ def test_the_driver_pod_is_the_running_one_and_a_hard_replace_deletes_it_without
     session._replace_driver_pod(hard=True)
     assert session.api.deleted == [("live", 0)]  # no grace period: SIGTERM never reaches the stopped process
     assert sent[0].startswith("kill -STOP 4242") and "crictl ps -q --label io.kubernetes.pod.uid=uid-live" in sent[1]
+
+
+@pytest.mark.parametrize(("status", "stalled"), [
+    # admitted and synced by the kubelet, the runtime still creating the sandbox: the node's fault
+    ({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"},
+                                         {"type": "PodReadyToStartContainers", "status": "False"}]}, True),
+    # the kubelet has not admitted it yet (a CCI Admit may be pending): not the node's alone
+    ({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]}, False),
+    # the sandbox runs, a container does not (CCIAddContainerResource is on that path): not the node's alone
+    ({"phase": "Pending", "conditions": [{"type": "PodReadyToStartContainers", "status": "True"}]}, False),
+    ({"phase": "Failed", "conditions": [{"type": "PodReadyToStartContainers", "status": "False"}]}, False),
+])
+def test_only_an_admitted_pod_without_a_sandbox_is_the_runtimes_stall(status, stalled):
+    assert kind_pods.sandbox_stalled({"status": status}) is stalled
+    assert kind_pods.sandbox_stalled(None) is False
+
+
+class _StalledPodAPI:
+    def __init__(self, conditions):
+        self.conditions = conditions
+
+    def create(self, obj):
+        return obj
+
+    def get_pod(self, namespace, name):
+        return {"metadata": {"name": name, "uid": "u"}, "spec": {"containers": [{"name": "c0"}]},
+                "status": {"phase": "Pending", "conditions": self.conditions}}
+
+    def pod_events(self, namespace, name):
+        return [{"reason": "FailedCreatePodSandBox", "message": "failed to setup network for sandbox"}]
+
+
+@pytest.mark.parametrize("sandbox", ["False", "True"])
+def test_a_pod_whose_sandbox_never_starts_is_a_node_fault_and_a_stuck_container_is_not(monkeypatch, sandbox):
+    from types import SimpleNamespace
+
+    from cci_conformance.backends.base import NodeFault
+    from cci_conformance.kind import session as kind_session
+    from cci_conformance.waiting import WaitTimeout
+
+    monkeypatch.setattr(kind_session, "POD_TIMEOUT_S", 0.3)
+    session = kind_session.KindSession.__new__(kind_session.KindSession)
+    session.driver, session.node, session._image = "drv", "w1", "pause:1"
+    session.api = _StalledPodAPI([{"type": "PodReadyToStartContainers", "status": sandbox}])
+    monkeypatch.setattr(session, "_namespace", lambda name: None)
+    monkeypatch.setattr(session, "_admission_sums", lambda: SimpleNamespace())
+    pod = PodSpec("conformance", "p", "p-1", (ContainerSpec("c0", claim="claim"),),
+                  (ClaimRef("claim", "claim-1", {"cores": ["1"]}),))
+    expected = NodeFault if sandbox == "False" else WaitTimeout
+    with pytest.raises(expected) as err:
+        session.create_pod(pod)
+    if sandbox == "False":
+        assert "had not started its sandbox" in str(err.value) and "FailedCreatePodSandBox" in str(err.value)
