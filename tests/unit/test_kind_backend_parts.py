@@ -83,6 +83,7 @@ def test_a_claim_pod_goes_through_the_scheduler_with_its_parameters_as_opaque_co
     assert obj["spec"]["resourceClaims"] == [{"name": "claim", "resourceClaimName": "name-cci-1-claim"}]
     assert obj["spec"]["containers"][0]["resources"] == {"claims": [{"name": "claim"}]}
     assert obj["metadata"]["annotations"][kind_pods.TEST_UID] == "cci-1"
+    assert obj["spec"]["hostNetwork"] is True  # no CNI plugin or IP range between admission and the sandbox
     (claim,) = kind_pods.claim_objects(pod, "name-cci-1", "go-reference")
     assert claim["spec"]["devices"]["config"][0]["opaque"] == {"driver": "go-reference", "parameters": params}
     assert claim["metadata"]["labels"] == {kind_pods.LABEL: "name-cci-1"}
