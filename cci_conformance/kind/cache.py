@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
+
+from ..hostlock import held
+
+T = TypeVar("T")
+# How long a build waits for another process's: a cold node image takes 10 minutes on an idle 2-core host and
+# took 30-50 beside other runs (docs/kind.md).
+BUILD_WAIT_S = 5400.0
 
 _CACHED_ONLY = contextvars.ContextVar("cached_only", default=False)
 
@@ -30,6 +39,29 @@ def cached_only() -> Iterator[None]:
 def ensure_may_build(what: str) -> None:
     if _CACHED_ONLY.get():
         raise NotCached(f"{what} is not in the build cache ({cache_root()})")
+
+
+@contextlib.contextmanager
+def building(what: str) -> Iterator[None]:
+    """Hold the build cache's lock for the block. Steps are directories that a build fills before stamping them
+    done, so two processes building at once (the xdist workers of one `run -n 2`) wrote into one directory: two
+    debootstraps of one Python base image failed with "Couldn't find these debs". The second process now waits,
+    then finds the step done. Re-entrant (the node image build builds images), and free when only cached results
+    are read."""
+    if _CACHED_ONLY.get():
+        yield
+        return
+    with held(cache_root() / "build.lock", BUILD_WAIT_S, f"another process is building ({what})", reentrant=True):
+        yield
+
+
+def exclusive(build: Callable[..., T]) -> Callable[..., T]:
+    """``build`` under the build cache's lock (``building``)."""
+    @functools.wraps(build)
+    def locked(*args, **kwargs) -> T:
+        with building(build.__qualname__):
+            return build(*args, **kwargs)
+    return locked
 
 
 def cache_root() -> Path:

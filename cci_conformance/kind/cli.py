@@ -24,7 +24,8 @@ def _build(args: argparse.Namespace) -> int:
             print(json.dumps({"cached": False, "missing": str(exc)}))
             return 3
     else:
-        result = nodeimage.build_node_image(args.tag)
+        with cache.building("the node image"):  # its steps are shared with every other build of this host
+            result = nodeimage.build_node_image(args.tag)
     print(json.dumps({"image": result.image, "tag": result.tagged, "seconds": round(result.seconds, 1),
                       "reused": result.reused}))
     return 0

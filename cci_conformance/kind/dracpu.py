@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from . import gobuild
-from .cache import Step
+from .cache import Step, exclusive
 from .gobuild import GoComponent
 from .ociimage import ImageSpec, write_archive
 from .runner import CommandFailed, run, say
@@ -114,6 +114,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+@exclusive
 def build_image(version: str) -> BuiltImage:
     """Build (or reuse) the driver binary of ``version`` and its image archive; both cached by input digest."""
     started, wall_start = time.monotonic(), time.time()

@@ -9,7 +9,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cache import Step, cache_root
+from .cache import Step, cache_root, exclusive
 from .runner import run, say
 
 # Go builds are the slow part of a cold image build: generous deadline per binary.
@@ -106,6 +106,7 @@ def write_wrapper_module(component: GoComponent, workdir: Path, log: Path,
     (workdir / "tools.go").write_text(f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n")
 
 
+@exclusive
 def build(component: GoComponent) -> Path:
     """Build (or reuse) the component's binaries; returns the directory holding them."""
     step = Step(f"go-{component.name}", component, go_version())
@@ -130,6 +131,7 @@ def build(component: GoComponent) -> Path:
     return out_dir
 
 
+@exclusive
 def build_local(name: str, source: Path) -> Path:
     """Build one of our own small Go programs (a single main package file) into a static binary."""
     text = source.read_text()

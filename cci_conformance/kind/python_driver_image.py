@@ -12,7 +12,7 @@ from pathlib import Path
 from ..drivers.manifest import DriverManifest
 from ..errors import ConfigError
 from ..paths import PACKAGE_DIR, PROJECT_ROOT
-from .cache import Step
+from .cache import Step, exclusive
 from .ociimage import ImageSpec, layer_bytes
 from .ocilayers import Layer, gzip_layer_bytes, image_config, write_image
 from .python_layers import DEPS_DIR, build_base, build_deps
@@ -113,6 +113,7 @@ def _prune_older(keep: Step, working_dir: str) -> None:
             shutil.rmtree(other, ignore_errors=True)
 
 
+@exclusive
 def build_python_image(manifest: DriverManifest, repo_root: Path = PROJECT_ROOT) -> PythonDriverImage:
     """Build (or reuse) the driver's image archive; base and wheels are shared by every Python driver."""
     started = time.monotonic()

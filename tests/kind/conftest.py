@@ -9,7 +9,7 @@ import pytest
 from kind_plans import DRIVER, GO_REFERENCE, INTEL, INTEL_PROFILE, SLOTS, SNC4, SNC4_PROFILE
 
 from cci_conformance.drivers.manifest import load_manifest
-from cci_conformance.kind import cci_deploy, cci_driver_image, hostguard, nodeimage, toolchain
+from cci_conformance.kind import cache, cci_deploy, cci_driver_image, hostguard, nodeimage, toolchain
 from cci_conformance.kind import cluster as kind_cluster_mod
 from cci_conformance.kind.cci_manifests import CCIDriverDeployment
 from cci_conformance.kind.cluster_config import ClusterPlan, NodePlan
@@ -37,7 +37,8 @@ def node_image():
         problem = toolchain.build_problem()
         if problem:
             pytest.skip(f"kind e2e: no node image and {problem}")
-    return nodeimage.build_node_image()
+    with cache.building("the node image"):
+        return nodeimage.build_node_image()
 
 
 @pytest.fixture(scope="session")
