@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import shlex
 import time
 from dataclasses import dataclass
 
@@ -260,8 +261,10 @@ def test_invariants_hold_under_random_interleavings(node, topology, driver_manif
     try:
         examples, rounds = run_rounds(machine, first, PACES.get(session.backend_name, DEFAULT_PACE))
     except Exception as exc:
+        given = [f"{opt} {shlex.quote(str(v))}" for opt in ("--cci-backend", "--cci-driver", "--cci-node-profile")
+                 if (v := request.config.getoption(opt, None))]  # the replay runs where this run ran
         replay = (f"hypothesis seed {machine.failed_seed} (replay: pytest suites/test_stateful.py "
-                  f"--cci-topology {topology.name} {SEED_OPTION}={machine.failed_seed})")
+                  f"{' '.join([*given, ''])}--cci-topology {topology.name} {SEED_OPTION}={machine.failed_seed})")
         record_figure("stateful failing seed", machine.failed_seed)
         # the seed first (reports shorten long reasons), then the first broken invariant, not hypothesis's
         # report of a replay that diverged

@@ -13,14 +13,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 MUTANT = MUTANTS_DIR / "siblings-not-denied"  # places DENIED like PREFERRED: the interleavings catch it
 TOPOLOGY = "server-2s8c-smt2-intel"
-SEED = re.compile(r"hypothesis seed (\d+) \(replay: pytest suites/test_stateful.py --cci-topology (\S+) "
+SEED = re.compile(r"hypothesis seed (\d+) \(replay: pytest suites/test_stateful.py (.*?)--cci-topology (\S+) "
                   r"--hypothesis-seed=(\d+)\)")
 
 
 def failing_seed(reason: str) -> int:
     found = SEED.search(reason)
     assert found, f"the ACCT-010 failure does not name its seed and the replay command: {reason[:600]}"
-    assert found.group(1) == found.group(3) and found.group(2) == TOPOLOGY, found.group(0)
+    assert found.group(1) == found.group(4) and found.group(3) == TOPOLOGY, found.group(0)
+    assert f"--cci-driver {MUTANT}" in found.group(2), found.group(0)  # the replay runs the driver that failed
     return int(found.group(1))
 
 

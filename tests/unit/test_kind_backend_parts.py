@@ -319,3 +319,28 @@ def test_a_pod_whose_sandbox_never_starts_is_a_node_fault_and_a_stuck_container_
         session.create_pod(pod)
     if sandbox == "False":
         assert "had not started its sandbox" in str(err.value) and "FailedCreatePodSandBox" in str(err.value)
+
+
+def test_a_restarted_kubelet_is_waited_for_until_it_lists_the_running_pods(monkeypatch):
+    from types import SimpleNamespace
+
+    from cci_conformance.backends.base import NodeFault
+    from cci_conformance.kind import session as kind_session
+
+    session = kind_session.KindSession.__new__(kind_session.KindSession)
+    session.node = "w1"
+    ours = [{"metadata": {"namespace": "conformance", "name": "a"}, "status": {"phase": "Running"}},
+            {"metadata": {"namespace": "conformance", "name": "b"}, "status": {"phase": "Pending"}}]
+    monkeypatch.setattr(session, "_ours", lambda: ours)
+    replies = [[], [], [("conformance", "a")]]  # the kubelet learns its pods a moment after /healthz (r7)
+
+    def listed(method):
+        pods = replies.pop(0) if len(replies) > 1 else replies[0]
+        return SimpleNamespace(pod_resources=[SimpleNamespace(namespace=n, name=p) for n, p in pods])
+    monkeypatch.setattr(session, "_pod_resources", listed)
+    session._wait_pods_known()
+    assert replies == [[("conformance", "a")]]  # it asked until the running pod was listed
+    monkeypatch.setattr(kind_session, "KUBELET_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(session, "_pod_resources", lambda method: SimpleNamespace(pod_resources=[]))
+    with pytest.raises(NodeFault, match="still misses pods"):
+        session._wait_pods_known()
