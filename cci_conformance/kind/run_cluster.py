@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..drivers.manifest import DriverManifest
+from ..backends.base import NodeFault
 from ..errors import ConfigError
 from ..node.profile import NodeConfig, parse_config
 from ..topology.model import Topology
@@ -20,7 +21,7 @@ from .cci_manifests import CCIDriverDeployment
 from .cluster import KindCluster, delete_orphans
 from .cluster_config import ClusterPlan, NodePlan
 from .kube_api import KubeAPI
-from .runner import say
+from .runner import CommandFailed, say
 
 # Cluster names: <prefix>-<pid>; CCI_KIND_PREFIX lets runs side by side on one host keep apart.
 DEFAULT_PREFIX = "cci-run"
@@ -156,11 +157,18 @@ class RunCluster:
             say(f"kind backend: deleted {orphan}, left by a run that no longer exists")
         started = time.monotonic()
         try:
-            self.cluster.create()
-            self.cluster.wait_ready()
+            try:  # no driver takes part in these two: a failure is the node's (docs/spec.md 4.2, NodeFault)
+                self.cluster.create()
+                self.cluster.wait_ready()
+            except (CommandFailed, TimeoutError) as exc:
+                raise NodeFault(f"the kind cluster {name} did not start: {exc}") from exc
             self.timings["cluster"] = time.monotonic() - started
             self.api = KubeAPI(self.cluster.kubeconfig)
-            self.image = driver_images.for_manifest(manifest)
+            try:
+                self.image = driver_images.for_manifest(manifest)
+            except CommandFailed as exc:  # the harness's own build from the driver's folder (a vendor archive
+                raise NodeFault(f"the harness could not build the image of driver {manifest.name}: {exc}") \
+                    from exc  # is only read, and a bad one is a ConfigError naming the manifest)
             self.workers: dict[str, Worker] = {}
             for topology, node in zip(topologies, plan.node_names()[1:], strict=True):
                 deployment = CCIDriverDeployment(

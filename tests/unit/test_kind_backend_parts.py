@@ -344,3 +344,43 @@ def test_a_restarted_kubelet_is_waited_for_until_it_lists_the_running_pods(monke
     monkeypatch.setattr(session, "_pod_resources", lambda method: SimpleNamespace(pod_resources=[]))
     with pytest.raises(NodeFault, match="still misses pods"):
         session._wait_pods_known()
+
+
+class _ClusterThatWillNotStart:
+    deleted = False
+
+    def __init__(self, plan, kind, kubectl):
+        self.plan = plan
+        self.created = False
+
+    def create(self):
+        from cci_conformance.kind.runner import CommandFailed
+        self.created = True
+        raise CommandFailed("kind create cluster: exit 1 (docker: no space left on device)")
+
+    def delete(self):
+        type(self).deleted = True
+
+
+def test_a_cluster_that_cannot_start_is_a_node_fault_and_is_deleted(monkeypatch):
+    from cci_conformance.backends.base import NodeFault
+    from cci_conformance.drivers.manifest import load_manifest
+    from cci_conformance.kind import nodeimage, toolchain
+    from cci_conformance.node.profile import load_config
+    from cci_conformance.paths import PROJECT_ROOT, REFERENCE_DRIVER_DIR
+
+    monkeypatch.setattr(nodeimage, "image_exists", lambda image: True)
+    monkeypatch.setattr(nodeimage, "image_facts", lambda image: {})
+    monkeypatch.setattr(nodeimage, "stale_patch", lambda facts: "")
+    monkeypatch.setattr(toolchain, "docker_problem", lambda: None)
+    monkeypatch.setattr(toolchain, "kind_binary", lambda: "kind")
+    monkeypatch.setattr(toolchain, "kubectl_binary", lambda: "kubectl")
+    monkeypatch.setattr(run_cluster, "inotify_problem", lambda n: None)
+    monkeypatch.setattr(run_cluster, "delete_orphans", lambda kind: [])
+    monkeypatch.setattr(run_cluster, "KindCluster", _ClusterThatWillNotStart)
+    monkeypatch.setattr(run_cluster.atexit, "register", lambda fn: None)
+    monkeypatch.setattr(run_cluster.RunCluster, "_clusters", [])
+    config = load_config(PROJECT_ROOT / "profiles" / "node" / "coexistence.yaml", need_paths=False)
+    with pytest.raises(NodeFault, match="did not start: kind create cluster"):
+        run_cluster.RunCluster(None, config, load_manifest(REFERENCE_DRIVER_DIR), (library.load("laptop-1s4c-smt2"),))
+    assert _ClusterThatWillNotStart.deleted  # nothing is left behind
