@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from . import interrupts
+from .backends.base import NodeFault
 from .certify.catalog import base_test_id
 from .certify.collector import PROP_EVIDENCE, PROP_NA, PROP_NODE_FAULT, PROP_REQUIREMENTS
 from .certify.outcomes import CAPABILITY_NA_KIND, capability_skip_reason
 from .certify.sessions import collect_failure_evidence
 from .certify.settings import DEFAULT_BACKEND, DEFAULT_NODE_PROFILE, DEFAULT_TOPOLOGIES, RunSettings
-from .backends.base import NodeFault
 from .certify.stash import FAILED, PROBED, SESSIONS_USED, SETTINGS
 from .errors import ConfigError
 from .paths import PROJECT_ROOT, REFERENCE_DRIVER_DIR

@@ -117,7 +117,8 @@ class ResultCollector:
                     res.figures.append(dict(value))
             elif key == PROP_EVIDENCE:
                 res.evidence.extend(p for p in value if p not in res.evidence)
-            elif key not in (PROP_NA, PROP_NODE_FAULT) and isinstance(value, int | float) and not isinstance(value, bool):
+            elif (key not in (PROP_NA, PROP_NODE_FAULT) and isinstance(value, int | float)
+                  and not isinstance(value, bool)):
                 fig = {"name": key, "value": value}
                 if fig not in res.figures:  # plain record_property numbers are figures too
                     res.figures.append(fig)

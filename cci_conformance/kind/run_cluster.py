@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..drivers.manifest import DriverManifest
 from ..backends.base import NodeFault
+from ..drivers.manifest import DriverManifest
 from ..errors import ConfigError
 from ..node.profile import NodeConfig, parse_config
 from ..topology.model import Topology

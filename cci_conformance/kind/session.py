@@ -9,12 +9,12 @@ import shlex
 import subprocess
 from pathlib import Path
 
+from ..backends.base import NodeFault
 from ..cpuset import CPUs, parse_cpulist
 from ..drivers.manifest import load_manifest
 from ..node.api import AdmissionResult, NodeSnapshot, PersistedState, PodSpec
 from ..node.checkpoint import CCI_STATE_FILE, CPU_STATE_FILE, canonical
 from ..node.persisted import VOLATILE
-from ..backends.base import NodeFault
 from ..waiting import WaitTimeout, wait_for
 from . import cci_deploy, cci_manifests, node_view, pods
 from .kind_pods import LABEL, NODE_LABEL, claim_objects, pod_object, sandbox_stalled, settled
