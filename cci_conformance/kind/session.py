@@ -64,9 +64,13 @@ class KindSession:
         self._paused = 0  # the driver pid pause_driver() stopped
         self._restore_timeout: float | None = None  # the kubelet's RPC deadline before this session changed it
         self._root: Path | None = None  # the node container's root as the host sees it (_ledger)
-        self._clean_node()
         if self.worker.sessions:
+            # Before the node is made clean: a driver the last session damaged (one that hangs once it is full)
+            # never answers the Removes the kubelet owes for that session's pods, and the node never came clean
+            # (hangs-when-full failed ROBUST-004..006 on kind). A fresh driver answers them: Remove is idempotent
+            # (docs/spec.md S1.6).
             self._fresh_driver()
+        self._clean_node()
         self.worker.sessions += 1
         wanted = float(config.node_profile.get("rpcTimeoutSeconds", self.worker.rpc_timeout_s))
         if wanted != self.worker.rpc_timeout_s:
