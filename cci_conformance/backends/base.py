@@ -39,7 +39,7 @@ FEATURES = {
 class NodeFault(RuntimeError):
     """The node failed where no driver takes part (e.g. the container runtime never started an admitted pod's
     sandbox): the test proves nothing about the driver, so it is reported untested, never a pass or a fail
-    (docs/spec.md S4.3). Raise it only where the driver provably had no hand in the failure."""
+    (docs/spec.md 4.2). Raise it only where the driver provably had no hand in the failure."""
 
 
 class ContractError(TypeError):

@@ -67,7 +67,7 @@ class ResultCollector:
         fault = dict(report.user_properties).get(PROP_NODE_FAULT) if report.failed else None
         if fault and res.outcome not in (FAILED, ERROR):
             # a failure the node made without the driver (a stalled runtime) proves nothing about the driver:
-            # untested, so the run cannot certify, but the driver is not blamed (docs/spec.md S4.3)
+            # untested, so the run cannot certify, but the driver is not blamed (docs/spec.md 4.2)
             res.outcome, res.reason = SKIPPED, _one_line(NODE_FAULT_PREFIX + fault)
         elif report.failed:
             if when == "call":

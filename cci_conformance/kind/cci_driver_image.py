@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import gobuild
-from .cache import Step
+from .cache import Step, exclusive
 from .kubelet_cci import API, REPO_ROOT
 from .kubelet_cci import _module_files as module_files  # go.mod, go.sum, non-test .go
 from .ociimage import ImageSpec, write_archive
@@ -53,6 +53,7 @@ def _lay(files: tuple[tuple[str, str], ...], dest: Path) -> None:
         (dest / rel).write_text(text)
 
 
+@exclusive
 def build_image() -> BuiltDriverImage:
     """Build (or reuse) the driver binary and its image archive; a change to its or the API's sources rebuilds."""
     started = time.monotonic()

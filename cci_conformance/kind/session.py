@@ -195,7 +195,7 @@ class KindSession:
 
     def _raise_if_runtime_stalled(self, namespace: str, name: str) -> None:
         """NodeFault when the kubelet admitted the pod and the runtime never started its sandbox: no CCI call
-        takes part in that step, so the wait's timeout is the node's failure, not the driver's (spec S4.3)."""
+        takes part in that step, so the wait's timeout is the node's failure, not the driver's (docs/spec.md 4.2)."""
         if not sandbox_stalled(self.api.get_pod(namespace, name)):
             return
         events = [f"{e.get('reason', '')}: {' '.join(str(e.get('message', '')).split())[:160]}"
