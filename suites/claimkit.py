@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 
 from cci_conformance.backends.checks import check_cpu_manager_state, check_pod_resources, check_snapshot
 from cci_conformance.certify.outcomes import require_feature
@@ -13,6 +14,7 @@ from cci_conformance.protocol.semantics import GroupReply, Violation, check_admi
 from cci_conformance.topology.model import Topology
 
 NAMESPACE = "conformance"
+STANDARD_CPU_REQUEST_M = 250  # a standard pod's CPU request, in millicores
 _UIDS = itertools.count(1)
 
 
@@ -59,7 +61,28 @@ def static_pod(cpus: int, uid: str | None = None) -> PodSpec:
 def standard_pod(uid: str | None = None) -> PodSpec:
     """A Burstable pod: it runs on the shared pool."""
     uid = uid or new_uid("std")
-    return PodSpec(NAMESPACE, f"name-{uid}", uid, (ContainerSpec("c0", "250m", "1"),))
+    return PodSpec(NAMESPACE, f"name-{uid}", uid, (ContainerSpec("c0", f"{STANDARD_CPU_REQUEST_M}m", "1"),))
+
+
+# The kubelet's resource-fit admission (lifecycle predicate handler, InsufficientResourceError) refuses a pod
+# whose requests exceed what the node has left: "Node didn't have enough resource: cpu, requested: 250,
+# used: 6800, capacity: 7000". Claims carry no CPU request, so no driver takes part in that refusal.
+_INSUFFICIENT_CPU = re.compile(r"enough resource: cpu, requested: (\d+), used: (\d+), capacity: (\d+)")
+
+
+def refused_for_cpu_requests(result: AdmissionResult, own_requests_m: int) -> str:
+    """Why ``result`` is not the kubelet's resource-fit refusal ("" when it is): reason OutOfcpu, figures that
+    add up (requested + used > capacity), and ``used`` counting at least the ``own_requests_m`` millicores of
+    the pods the caller knows are live."""
+    m = _INSUFFICIENT_CPU.search(result.message)
+    if result.reason != "OutOfcpu" or not m:
+        return f"not a resource-fit refusal ({result.reason}: {result.message})"
+    requested, used, capacity = map(int, m.groups())
+    if requested + used <= capacity:
+        return f"OutOfcpu although {requested}m requested + {used}m used fit {capacity}m"
+    if used < own_requests_m:
+        return f"OutOfcpu counting {used}m used, less than the {own_requests_m}m the live pods request"
+    return ""
 
 
 # ---- observing ----

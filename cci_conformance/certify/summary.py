@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from . import bundle
@@ -11,6 +12,18 @@ PROGRESS_PREFIX = "[cci]"
 _LABELS = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "SKIP", "not-applicable": "N/A",
            "missing": "MISSING"}
 MAX_FIGURE_LINES = 24
+# A failure's reason is its evidence: a CI log may be all a reader has, so it is shown whole up to this length,
+# wrapped, not cut at one line (a replay command in front of the cause once hid the cause).
+MAX_REASON_CHARS = 1200
+
+
+def reason_lines(reason: str, indent: str, limit: int = MAX_REASON_CHARS, width: int = 118) -> list[str]:
+    """``reason`` wrapped under ``indent``, cut at ``limit`` characters with a pointer to the full text."""
+    text = " ".join(reason.split())
+    if len(text) > limit:
+        text = text[:limit] + " ... (whole reason in report.json)"
+    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent,
+                         break_long_words=True, break_on_hyphens=False) or [indent.rstrip()]
 
 
 def progress_line(finished: int, total: int, result: TestResult) -> str:
@@ -20,7 +33,7 @@ def progress_line(finished: int, total: int, result: TestResult) -> str:
     line = f"{PROGRESS_PREFIX} [{count}] {_LABELS.get(result.outcome, result.outcome.upper()):<5} {reqs}  " \
            f"{result.nodeid}  {result.duration_s:.2f}s"
     if result.outcome in ("failed", "error") and result.reason:
-        line += f"\n{PROGRESS_PREFIX}        {result.reason[:200]}"
+        line += "\n" + "\n".join(reason_lines(result.reason, f"{PROGRESS_PREFIX}        "))
     return line
 
 
@@ -84,7 +97,9 @@ def summary_lines(report: dict, report_dir: Path | None) -> list[str]:
         for req in problems:
             kind = "precondition" if req.get("kind") == "node-precondition" else \
                 "required" if req["required"] else "optional"
-            lines.append(f"{req['status'].upper():<9}{req['id']:<12}({kind}) {req['reason'][:160]}")
+            lines.append(f"{req['status'].upper():<9}{req['id']:<12}({kind})")
+            # an untested reason is the harness's, often one per requirement: shorter than a failure's evidence
+            lines += reason_lines(req["reason"], " " * 9, MAX_REASON_CHARS if req["status"] == "fail" else 300)
     for err in report["errors"]:
         if err["kind"] == "driver-start" and run.get("stopped_early"):
             continue  # the STOPPED line above says it

@@ -132,3 +132,15 @@ def test_atomic_write_and_slug(tmp_path):
     assert [p.name for p in (tmp_path / "a").iterdir()] == ["r.json"]
     assert slug("suites/test_a.py::test_x[laptop-1s4c-smt2]") == "suites_test_a.py_test_x_laptop-1s4c-smt2"
     assert len(slug("x" * 300)) == 80
+
+
+def test_a_failure_reason_is_shown_whole_and_wrapped_in_the_summary():
+    """A CI log may be all a reader has: the cause after a long replay command must still be printed."""
+    report = _report()
+    failed = next(r for r in report["requirements"] if r["status"] == "fail")
+    failed["reason"] = "hypothesis seed 1 (replay: pytest " + "--opt value " * 20 + "): THE-CAUSE cpus {3}"
+    lines = summary_lines(report, None)
+    text = "\n".join(lines)
+    assert "THE-CAUSE cpus {3}" in text and all(len(line) <= 118 for line in lines if line.startswith(" " * 9))
+    failed["reason"] = "x" * 5000
+    assert "whole reason in report.json" in "\n".join(summary_lines(report, None))
