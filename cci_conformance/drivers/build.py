@@ -38,6 +38,7 @@ class BuildResult:
     argv: list[str]
     seconds: float
     log_text: str
+    manifest: str = ""  # the manifest this stamp is for: a stamp outliving its folder is removed (_prune_stamps)
 
 
 _memo: dict[str, BuildResult] = {}
@@ -73,10 +74,27 @@ def run_id() -> str:
     return "run-" + _process_key(os.getpid())
 
 
+def _stamp_prefix() -> str:
+    return f"cci-build-{os.getuid()}-"
+
+
 def _stamp_paths(manifest: DriverManifest) -> tuple[Path, Path]:
     key = hashlib.sha256(str(manifest.path).encode()).hexdigest()[:16]
-    base = Path(tempfile.gettempdir()) / f"cci-build-{os.getuid()}-{key}"
+    base = Path(tempfile.gettempdir()) / f"{_stamp_prefix()}{key}"
     return base.with_suffix(".lock"), base.with_suffix(".json")
+
+
+def _prune_stamps() -> None:
+    """Remove the stamps (and locks) of manifests that no longer exist: a driver folder made for one test or
+    one run leaves its stamp in the temp dir, which would otherwise grow by a pair per folder for ever."""
+    for stamp in Path(tempfile.gettempdir()).glob(f"{_stamp_prefix()}*.json"):
+        try:
+            owner = json.loads(stamp.read_text()).get("manifest", "")
+        except (OSError, ValueError, AttributeError):
+            continue  # being written by another process, or not ours to judge
+        if owner and not Path(owner).exists():
+            stamp.unlink(missing_ok=True)
+            stamp.with_suffix(".lock").unlink(missing_ok=True)
 
 
 def build_driver(manifest: DriverManifest, log_dir: Path | str) -> BuildResult | None:
@@ -130,6 +148,7 @@ def _shared_build(manifest: DriverManifest, log_path: Path) -> BuildResult:
                 return stamp
             result = _run_build(manifest, log_path)
             stamp_path.write_text(json.dumps(asdict(result)))
+            _prune_stamps()
             return result
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
@@ -141,7 +160,7 @@ def _run_build(manifest: DriverManifest, log_path: Path) -> BuildResult:
     if resolve_executable(argv[0], manifest.folder) is None:
         problem = f"build command {argv[0]!r} not found or not executable (local.build[0])"
         log_path.write_text(problem + "\n")
-        return BuildResult(run_id(), False, problem, argv, 0.0, problem + "\n")
+        return BuildResult(run_id(), False, problem, argv, 0.0, problem + "\n", str(manifest.path))
     started = time.monotonic()
     with open(log_path, "wb") as log:
         log.write(f"--- build in {manifest.folder}: {' '.join(argv)}\n".encode())
@@ -164,7 +183,7 @@ def _run_build(manifest: DriverManifest, log_path: Path) -> BuildResult:
         problem = f"`{' '.join(manifest.build)}` exited with code {code} after {seconds:.1f} s"
     else:
         problem = ""
-    return BuildResult(run_id(), not problem, problem, argv, seconds, text)
+    return BuildResult(run_id(), not problem, problem, argv, seconds, text, str(manifest.path))
 
 
 def _write_log(log_path: Path, result: BuildResult, reused: bool) -> None:

@@ -8,7 +8,15 @@ import sys
 
 import pytest
 
-from cci_conformance.drivers.build import BUILD_LOG, RUN_ID_ENV, BuildError, _process_key, build_driver, run_id
+from cci_conformance.drivers.build import (
+    BUILD_LOG,
+    RUN_ID_ENV,
+    BuildError,
+    _process_key,
+    _stamp_paths,
+    build_driver,
+    run_id,
+)
 from cci_conformance.drivers.manifest import load_manifest
 from cci_conformance.drivers.process import DriverProcess
 from cci_conformance.waiting import wait_for
@@ -115,3 +123,22 @@ def test_driver_start_builds_first_and_a_broken_build_starts_nothing(tmp_path, m
         proc.start()
     assert proc.pid is None and runs(tmp_path) == 1
     assert (work / "logs" / BUILD_LOG).is_file()
+
+
+def test_a_build_removes_the_stamps_of_driver_folders_that_are_gone(tmp_path, monkeypatch):
+    """A folder made for one test leaves its stamp behind; the next build clears it, and keeps live ones."""
+    monkeypatch.setenv(RUN_ID_ENV, "run-prune-" + tmp_path.name)
+    (tmp_path / "gone").mkdir()
+    (tmp_path / "kept").mkdir()
+    gone_manifest = manifest(tmp_path / "gone", COUNTING_BUILD)
+    kept_manifest = manifest(tmp_path / "kept", COUNTING_BUILD)
+    build_driver(gone_manifest, tmp_path / "logs1")
+    build_driver(kept_manifest, tmp_path / "logs2")
+    gone_lock, gone_stamp = _stamp_paths(gone_manifest)
+    assert gone_stamp.exists() and gone_lock.exists()
+    (tmp_path / "gone" / "driver.yaml").unlink()
+    other = tmp_path / "other"
+    other.mkdir()
+    build_driver(manifest(other, COUNTING_BUILD), tmp_path / "logs3")
+    assert not gone_stamp.exists() and not gone_lock.exists()
+    assert all(p.exists() for p in _stamp_paths(kept_manifest))
