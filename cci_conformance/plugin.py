@@ -128,7 +128,10 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = _settings(config)
     config.stash[SETTINGS] = settings
     _register_fixtures(config)
+    from .certify.early_stop import StartFailureStop
+
     if _is_worker(config):
+        config.pluginmanager.register(StartFailureStop(config), "cci-start-failure-stop")
         return
     if _asked_for_certification(config):
         try:
@@ -143,6 +146,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     reporter = CertificationReporter(config, settings)
     config.pluginmanager.register(reporter, "cci-reporter")
+    config.pluginmanager.register(StartFailureStop(config, reporter), "cci-start-failure-stop")
     if _asked_for_certification(config):
         config.pluginmanager.register(_StartupProbe(reporter), "cci-startup-probe")
     if config.pluginmanager.hasplugin("xdist"):
@@ -270,15 +274,14 @@ class _StartupProbe:
         distributed = config.pluginmanager.getplugin("dsession") is not None
         if config.option.collectonly or (not distributed and not any(_uses_a_node(i) for i in session.items)):
             return None
-        from .certify.outcomes import FAILED as FAILED_OUTCOME
-        from .certify.outcomes import TestResult
-        from .certify.probe import PROBE_NODEID, PROBE_REQUIREMENT, probe_driver
+        from .certify.early_stop import record_stop
+        from .certify.probe import probe_driver
 
         settings = config.stash[SETTINGS]
         if distributed and _spreads_by_machine(settings):
             # The probe's node would be a cluster of the controller's own, booted before any worker's and idle to
-            # the end; each worker instead makes its clusters once, and a cluster that could not start (a driver
-            # that never registers) fails the worker's later sessions at once (kind/run_cluster.py).
+            # the end; each worker instead makes its clusters once, and the first whose cluster or driver could
+            # not start stops the run (certify/early_stop.py).
             return None
         result = probe_driver(settings)
         if not result.failure:
@@ -287,17 +290,8 @@ class _StartupProbe:
             else:
                 config.stash[PROBED] = result
             return None
-        reporter = self.reporter
-        reporter.stopped_early = result.failure + "; every requirement is untested: no test ran"
-        reporter.errors.append({"kind": "driver-start", "where": str(settings.manifest.path),
-                                "message": result.failure})
-        if result.driver_at_fault and PROBE_REQUIREMENT in settings.catalog:
-            reporter.collector.results[PROBE_NODEID] = TestResult(  # the full message is run.stopped_early
-                PROBE_NODEID, FAILED_OUTCOME, "the driver was not registered within startup_timeout_s when the run "
-                "started, so no test ran (see run.stopped_early)", requirements=[PROBE_REQUIREMENT])
-        terminal = config.pluginmanager.get_plugin("terminalreporter")
-        if terminal is not None:
-            terminal.write_line(f"[cci] STOPPED {reporter.stopped_early}", red=True)
+        record_stop(config, self.reporter, result.failure, result.driver_at_fault,
+                    "every requirement is untested: no test ran")
         session.testsfailed += 1  # exit 1, as for a failed requirement
         return True  # run no test (and under xdist, schedule none)
 

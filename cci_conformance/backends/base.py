@@ -42,6 +42,16 @@ class NodeFault(RuntimeError):
     (docs/spec.md 4.2). Raise it only where the driver provably had no hand in the failure."""
 
 
+class NodeStartFailed(RuntimeError):
+    """The backend could not bring the run's node or its driver up at all, so every later session would fail the
+    same way: the run stops with this one message (certify/early_stop.py), as the startup probe stops it before
+    the first test. ``driver_at_fault``: the driver did not register (REG-001 fails), not the node."""
+
+    def __init__(self, message: str, driver_at_fault: bool):
+        super().__init__(message)
+        self.driver_at_fault = driver_at_fault
+
+
 class ContractError(TypeError):
     """A session that does not say what the contract asks of every backend (its name, its features)."""
 

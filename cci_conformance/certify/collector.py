@@ -24,6 +24,8 @@ PROP_FIGURE = "cci_figure"
 PROP_EVIDENCE = "cci_evidence"
 PROP_NODE_FAULT = "cci_node_fault"  # the test failed on a NodeFault (backends/base.py): untested, not a fail
 NODE_FAULT_PREFIX = "the node failed, not the driver: "
+PROP_RUN_STOPPED = "cci_run_stopped"  # the test could not start a node and stopped the run (early_stop.py): untested
+RUN_STOPPED_PREFIX = "not run: the run stopped early (run.stopped_early): "
 MAX_REASON = 400
 
 
@@ -64,8 +66,12 @@ class ResultCollector:
         self._absorb_properties(res, report)
         when = report.when
         wasxfail = hasattr(report, "wasxfail")
-        fault = dict(report.user_properties).get(PROP_NODE_FAULT) if report.failed else None
-        if fault and res.outcome not in (FAILED, ERROR):
+        props = dict(report.user_properties) if report.failed else {}
+        fault, stopped = props.get(PROP_NODE_FAULT), props.get(PROP_RUN_STOPPED)
+        if stopped and res.outcome not in (FAILED, ERROR):
+            # the node or driver never came up for it: REG-001 carries that (once), the test proved nothing
+            res.outcome, res.reason = SKIPPED, _one_line(RUN_STOPPED_PREFIX + stopped)
+        elif fault and res.outcome not in (FAILED, ERROR):
             # a failure the node made without the driver (a stalled runtime) proves nothing about the driver:
             # untested, so the run cannot certify, but the driver is not blamed (docs/spec.md 4.2)
             res.outcome, res.reason = SKIPPED, _one_line(NODE_FAULT_PREFIX + fault)
@@ -117,7 +123,7 @@ class ResultCollector:
                     res.figures.append(dict(value))
             elif key == PROP_EVIDENCE:
                 res.evidence.extend(p for p in value if p not in res.evidence)
-            elif (key not in (PROP_NA, PROP_NODE_FAULT) and isinstance(value, int | float)
+            elif (key not in (PROP_NA, PROP_NODE_FAULT, PROP_RUN_STOPPED) and isinstance(value, int | float)
                   and not isinstance(value, bool)):
                 fig = {"name": key, "value": value}
                 if fig not in res.figures:  # plain record_property numbers are figures too

@@ -42,7 +42,8 @@ def probe_driver(settings: RunSettings) -> ProbeResult:
         text = " ".join(str(exc).split())[:400]
         notes = " ".join(getattr(exc, "__notes__", []))
         return ProbeResult(opener, failure=f"{where} did not come up: {text}" + (f"; {notes}" if notes else ""),
-                           driver_at_fault=manifest.name in text or "driver" in text.lower())
+                           driver_at_fault=getattr(exc, "driver_at_fault",  # NodeStartFailed knows
+                                                   manifest.name in text or "driver" in text.lower()))
     try:
         registered = manifest.name in session.snapshot().drivers
     except Exception as exc:

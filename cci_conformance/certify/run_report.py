@@ -83,7 +83,8 @@ class CertificationReporter:
             self._write(complete=False, interrupted=False, exit_status=None)
 
     @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        exitstatus = session.exitstatus  # early_stop.py turns a stop of its own from an interrupt into a fail
         interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
         if interrupted:
             self.collector.interrupted()

@@ -11,12 +11,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..backends.base import NodeFault
+from ..backends.base import NodeFault, NodeStartFailed
 from ..drivers.manifest import DriverManifest
 from ..errors import ConfigError
 from ..node.profile import NodeConfig, parse_config
 from ..topology.model import Topology
+from ..waiting import WaitTimeout
 from . import driver_images
+from .cci_deploy import RegistrationRefused
 from .cci_manifests import CCIDriverDeployment
 from .cluster import KindCluster, delete_orphans
 from .cluster_config import ClusterPlan, NodePlan
@@ -176,8 +178,13 @@ class RunCluster:
                     python=self.image.python, working_dir=self.image.working_dir, env=self.image.env)
                 # kind_config rendered each worker's machine under <workdir>/<node name> (cluster_config.kind_config)
                 machine = self.cluster.workdir / node
-                self.timings[f"driver {node}"] = run_driver.deploy(self.cluster, deployment, self.image.archive,
-                                                                   SLOTS, machine)
+                try:
+                    self.timings[f"driver {node}"] = run_driver.deploy(self.cluster, deployment, self.image.archive,
+                                                                       SLOTS, machine)
+                except (WaitTimeout, RegistrationRefused) as exc:  # the driver's own start: REG-001's, not the node's
+                    raise NodeStartFailed(f"driver {manifest.name} (manifest {manifest.path}) did not register with "
+                                          f"the kubelet of machine {topology.name}: {exc}", driver_at_fault=True) \
+                        from exc
                 self.workers[topology.name] = Worker(topology, node, deployment, machine, config.rpc_timeout_s)
         except BaseException:
             self.delete()
@@ -205,9 +212,14 @@ class RunCluster:
                 raise cls._failed[names]
             try:
                 made = cls(key, config, manifest, machines)
-            except Exception as exc:
+            except NodeStartFailed as exc:
                 cls._failed[names] = exc
                 raise
+            except Exception as exc:  # every later session would fail alike: the run stops (certify/early_stop.py)
+                failure = NodeStartFailed(f"the kind cluster of machine(s) {', '.join(sorted(names))} did not come up: "
+                                          f"{exc}", driver_at_fault=False)
+                cls._failed[names] = failure
+                raise failure from exc
             cls._clusters.append(made)
             return made, made.workers[topology.name]
 

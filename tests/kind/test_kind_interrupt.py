@@ -7,13 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
+from leftovers import assert_nothing_left, docker_words
 
 from cci_conformance.kind import nodeimage, toolchain
-from cci_conformance.kind.cluster import CLUSTER_MARKER, WORKDIR_PREFIX
 from cci_conformance.waiting import wait_for
 
 pytestmark = [pytest.mark.kind, pytest.mark.slow]
@@ -21,11 +20,6 @@ pytestmark = [pytest.mark.kind, pytest.mark.slow]
 PROJECT = Path(__file__).resolve().parents[2]
 UP_TIMEOUT_S = 600  # cluster, driver image, registration on a loaded 2-CPU host
 STOP_TIMEOUT_S = 180  # interrupted: the test in flight ends, the sessions close, the cluster is deleted
-
-
-def _docker(*args: str) -> list[str]:
-    out = subprocess.run(["docker", *args], capture_output=True, text=True, check=True, timeout=60).stdout
-    return out.split()
 
 
 def _decided(report: Path) -> int:
@@ -59,7 +53,7 @@ def test_an_interrupted_kind_run_leaves_nothing(sig, workers, tmp_path):
         # stop it in the middle: once its first test is decided, with a dozen more to go (the run's report is
         # rewritten after every test; pytest.log only at the end)
         def going() -> bool:  # every worker's cluster is up, and one test is decided
-            names = _docker("ps", "--filter", f"name={prefix}", "--format", "{{.Names}}")
+            names = docker_words("ps", "--filter", f"name={prefix}", "--format", "{{.Names}}")
             return len([n for n in names if n.endswith("control-plane")]) >= max(1, workers) and _decided(report) >= 1
         wait_for(going, UP_TIMEOUT_S, interval=1.0, what="the kind run to finish its first test")
         os.killpg(proc.pid, sig) if sig == signal.SIGINT else proc.send_signal(sig)
@@ -70,11 +64,4 @@ def test_an_interrupted_kind_run_leaves_nothing(sig, workers, tmp_path):
             proc.wait()
     assert proc.returncode == 130, proc.stdout.read().decode(errors="replace")[-3000:]
     assert json.loads((report / "report.json").read_text())["run"]["interrupted"] is True
-    assert _docker("ps", "-aq", "--filter", f"name={prefix}") == [], "node containers left"
-    assert [n for n in _docker("network", "ls", "--format", "{{.Name}}") if n.startswith(prefix)] == []
-    clusters = subprocess.run([str(toolchain.kind_binary()), "get", "clusters"], capture_output=True, text=True,
-                              check=False, timeout=60).stdout.split()
-    assert [c for c in clusters if c.startswith(prefix)] == []
-    ours = [d for d in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*")
-            if (d / CLUSTER_MARKER).is_file() and (d / CLUSTER_MARKER).read_text().startswith(prefix)]
-    assert ours == [], f"scratch dirs left: {ours}"
+    assert_nothing_left(prefix)

@@ -18,7 +18,7 @@ from typing import ClassVar
 
 import yaml
 
-from cci_conformance.backends.base import SessionConfig, register_backend
+from cci_conformance.backends.base import NodeStartFailed, SessionConfig, register_backend
 from cci_conformance.cpuset import format_cpulist
 from cci_conformance.node.api import AdmissionResult, ContainerAssignment, NodeSnapshot, PersistedState, PodSpec
 
@@ -155,8 +155,9 @@ class FakeBackend:
 
 @register_backend
 class SpreadingFakeBackend(FakeBackend):
-    """"fake-spread": as "fake", but it spreads the suites over xdist workers one machine each (as kind does), and
-    reports which machines this process opened sessions on, and its pid, as its run facts."""
+    """"fake-spread": as "fake", but it spreads the suites over xdist workers one machine each (as kind does),
+    reports which machines this process opened sessions on, and its pid, as its run facts, and a driver that does
+    not start raises NodeStartFailed (as kind's does)."""
 
     name: ClassVar[str] = "fake-spread"
     spreads_by_machine = True
@@ -168,7 +169,11 @@ class SpreadingFakeBackend(FakeBackend):
 
     def open(self, config: SessionConfig) -> FakeSession:
         SpreadingFakeBackend.opened.add(config.topology.name)
-        return super().open(config)
+        try:
+            return super().open(config)
+        except RuntimeError as exc:  # as kind says a driver that never registered with a worker's kubelet
+            raise NodeStartFailed(f"driver of {config.driver_manifest} did not register on "
+                                  f"{config.topology.name}: {exc}", driver_at_fault=True) from exc
 
     def finish(self) -> None:
         where = os.environ.get("CCI_WHERE_LOG")

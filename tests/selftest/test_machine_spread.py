@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from example_suite import TOPOLOGIES, plugin_args, write_suite
+from example_suite import CATALOG, TOPOLOGIES, plugin_args, write_suite
 
 pytest_plugins = ["pytester"]
 
@@ -78,3 +78,26 @@ def test_facts_of_several_processes_merge_without_losing_any():
     # a machine in two processes' clusters (LAT-004's base beside another machine) keeps both nodes
     c = {"node_image": "img", "clusters": ["c3"], "workers": {"m1": "c3-worker2"}}
     assert merge_facts([a, b, c])["workers"] == {"m1": ["c1-worker", "c3-worker2"], "m2": "c2-worker"}
+
+
+def test_a_driver_that_never_registers_stops_a_run_spread_over_workers_with_one_message(pytester, monkeypatch):
+    """No startup probe runs in the controller of a spread run (kind: it would boot a cluster of its own): the
+    first worker whose driver does not come up stops the run, REG-001 fails once, everything else is untested."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    catalog = CATALOG + ('  - {id: REG-001, area: claims, text: "Register MUST happen.", source: "KEP-3675 l.7",\n'
+                         '     capability: null, required: true, tests: []}\n')
+    root = write_suite(pytester.path, catalog=catalog)
+    args = [a if a != "fake" else "fake-spread" for a in plugin_args(root, driver="nostart")]
+    result = pytester.runpytest_subprocess(*args, "-n", "2", "--dist", "loadscope")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # a failed requirement, not an interrupted run
+    stops = [line for line in result.outlines if line.startswith("[cci] STOPPED")]
+    assert len(stops) == 1 and "never registered" in stops[0], result.outlines[-30:]
+    report = json.loads((root / "out" / "report.json").read_text())
+    statuses = {r["id"]: r["status"] for r in report["requirements"]}
+    assert statuses.pop("REG-001") == "fail"
+    assert set(statuses.values()) == {"untested"}
+    assert report["run"]["stopped_early"] and report["run"]["interrupted"] is False and report["run"]["complete"]
+    assert [e["kind"] for e in report["errors"]] == ["driver-start"]
+    tried = [t for r in report["requirements"] if r["id"] != "REG-001" for t in r["tests"] if t["outcome"] != "missing"]
+    # each worker stops after its first test: no test is blamed for the start, and no worker went on
+    assert len(tried) <= 2 and all("the run stopped early" in t["reason"] for t in tried), tried

@@ -384,3 +384,78 @@ def test_a_cluster_that_cannot_start_is_a_node_fault_and_is_deleted(monkeypatch)
     with pytest.raises(NodeFault, match="did not start: kind create cluster"):
         run_cluster.RunCluster(None, config, load_manifest(REFERENCE_DRIVER_DIR), (library.load("laptop-1s4c-smt2"),))
     assert _ClusterThatWillNotStart.deleted  # nothing is left behind
+
+
+class _ClusterThatStarts(_ClusterThatWillNotStart):
+    def create(self):
+        self.created = True
+
+    def wait_ready(self):
+        pass
+
+    kubeconfig = "kubeconfig"
+    workdir = PROJECT_ROOT  # never read: the deployment below fails first
+
+
+@pytest.fixture
+def unstartable_run(monkeypatch):
+    """RunCluster with every outside step faked; the test picks the cluster class and what deploying does."""
+    from types import SimpleNamespace
+
+    from cci_conformance.kind import nodeimage, run_driver, toolchain
+
+    monkeypatch.setattr(nodeimage, "image_exists", lambda image: True)
+    monkeypatch.setattr(nodeimage, "image_facts", lambda image: {})
+    monkeypatch.setattr(nodeimage, "stale_patch", lambda facts: "")
+    monkeypatch.setattr(toolchain, "docker_problem", lambda: None)
+    monkeypatch.setattr(toolchain, "kind_binary", lambda: "kind")
+    monkeypatch.setattr(toolchain, "kubectl_binary", lambda: "kubectl")
+    monkeypatch.setattr(run_cluster, "inotify_problem", lambda n: None)
+    monkeypatch.setattr(run_cluster, "delete_orphans", lambda kind: [])
+    monkeypatch.setattr(run_cluster, "KubeAPI", lambda kubeconfig: SimpleNamespace(close=lambda: None))
+    monkeypatch.setattr(run_cluster.driver_images, "for_manifest", lambda manifest: SimpleNamespace(
+        reference="driver:1", command=["driver"], python=False, working_dir="/", env={}, archive=None))
+    monkeypatch.setattr(run_cluster.atexit, "register", lambda fn: None)
+    monkeypatch.setattr(run_cluster.RunCluster, "_clusters", [])
+    monkeypatch.setattr(run_cluster.RunCluster, "_failed", {})
+    monkeypatch.setattr(run_cluster.RunCluster, "_groups", ())
+    return SimpleNamespace(monkeypatch=monkeypatch, run_driver=run_driver)
+
+
+@pytest.mark.parametrize("what", ["cluster", "driver"])
+def test_a_run_cluster_that_cannot_start_stops_the_run_and_is_tried_once(unstartable_run, what):
+    import yaml
+
+    from cci_conformance.backends.base import NodeFault, NodeStartFailed
+    from cci_conformance.paths import REFERENCE_DRIVER_DIR
+    from cci_conformance.waiting import WaitTimeout
+
+    made = []
+
+    class Cluster(_ClusterThatWillNotStart if what == "cluster" else _ClusterThatStarts):
+        deleted = False
+
+        def __init__(self, plan, kind, kubectl):
+            super().__init__(plan, kind, kubectl)
+            made.append(plan.name)
+
+    def never_registers(*args, **kwargs):
+        raise WaitTimeout("timed out after 120.0s waiting for the kubelet to answer CCI driver reference's "
+                          "registration")
+
+    unstartable_run.monkeypatch.setattr(run_cluster, "KindCluster", Cluster)
+    unstartable_run.monkeypatch.setattr(unstartable_run.run_driver, "deploy", never_registers)
+    profile = yaml.safe_load((PROJECT_ROOT / "profiles" / "node" / "coexistence.yaml").read_text())
+    manifest, topology = load_manifest(REFERENCE_DRIVER_DIR), library.load("laptop-1s4c-smt2")
+    with pytest.raises(NodeStartFailed) as first:
+        run_cluster.RunCluster.for_session(topology, profile, manifest)
+    # the run stops on it (certify/early_stop.py); REG-001 is the driver's only when the driver did not register
+    assert first.value.driver_at_fault is (what == "driver")
+    if what == "driver":
+        assert "did not register with the kubelet of machine laptop-1s4c-smt2" in str(first.value)
+        assert str(manifest.path) in str(first.value) and isinstance(first.value.__cause__, WaitTimeout)
+    else:
+        assert "did not come up" in str(first.value) and isinstance(first.value.__cause__, NodeFault)
+    with pytest.raises(NodeStartFailed) as second:  # the worker's later sessions: at once, no second cluster
+        run_cluster.RunCluster.for_session(topology, profile, manifest)
+    assert second.value is first.value and len(made) == 1 and Cluster.deleted

@@ -1,0 +1,63 @@
+"""kind: a driver that never registers stops a two-worker run in minutes, with one message and nothing left."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from leftovers import assert_nothing_left
+
+from cci_conformance.kind import nodeimage, toolchain
+
+pytestmark = [pytest.mark.kind, pytest.mark.slow]
+
+PROJECT = Path(__file__).resolve().parents[2]
+PREFIX = "cci-silent"
+MACHINES = ["laptop-1s4c-smt2", "sparse-offline"]
+# two clusters at once, the driver image, then the kubelet's registration wait (120 s) on a 2-CPU host
+RUN_TIMEOUT_S = 1200
+
+
+def _silent_driver(folder: Path) -> Path:
+    """The Go reference, told to put its registration socket where the kubelet's plugin watcher never looks."""
+    shutil.copytree(PROJECT / "drivers_under_test" / "go-reference", folder, ignore=shutil.ignore_patterns("bin"))
+    manifest = folder / "driver.yaml"
+    text = manifest.read_text()
+    assert "--registry-dir={registry_dir}" in text and "name: go-reference" in text
+    manifest.write_text(text.replace("--registry-dir={registry_dir}", "--registry-dir={state_dir}/not-watched")
+                        .replace("name: go-reference", "name: silent"))
+    return folder
+
+
+def test_a_driver_that_never_registers_stops_a_two_worker_kind_run(tmp_path):
+    problem = toolchain.docker_problem()
+    if problem or not nodeimage.image_exists(nodeimage.default_image()):
+        pytest.skip(f"kind early stop: {problem or 'no node image (cci-conformance kind build-node-image)'}")
+    report = tmp_path / "report"
+    argv = [sys.executable, "-m", "cci_conformance", "run", "--backend", "kind", "--driver",
+            str(_silent_driver(tmp_path / "silent")), "--topology", *MACHINES, "--report-dir", str(report),
+            "-n", "2"]
+    started = time.monotonic()
+    proc = subprocess.run(argv, cwd=tmp_path, env=dict(os.environ, CCI_KIND_PREFIX=PREFIX), capture_output=True,
+                          text=True, timeout=RUN_TIMEOUT_S)
+    seconds = time.monotonic() - started
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-3000:]
+    print(f"a never-registering driver stopped the two-worker kind run in {seconds:.0f} s")
+    result = json.loads((report / "report.json").read_text())
+    statuses = {r["id"]: r["status"] for r in result["requirements"] if r["kind"] != "node-precondition"}
+    assert statuses.pop("REG-001") == "fail", out[-3000:]
+    assert set(statuses.values()) == {"untested"}
+    run = result["run"]
+    assert "did not register with the kubelet of machine" in run["stopped_early"] and run["interrupted"] is False
+    assert [e["kind"] for e in result["errors"]] == ["driver-start"]
+    tried = [t for r in result["requirements"] for t in r["tests"] if t["outcome"] not in ("missing", "fail")]
+    # each worker stops after the test that met the failure; nothing else of the ~200 tests ran
+    assert len(tried) <= 2, tried
+    assert_nothing_left(PREFIX)
