@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -24,14 +23,21 @@ MACHINES = ["laptop-1s4c-smt2", "sparse-offline"]
 RUN_TIMEOUT_S = 1200
 
 
+# A process that starts fine and never creates its registration socket (a wrong path, a hung init); the harness
+# builds its image, as for any Python driver.
+SILENT_DRIVER = """\
+name: silent
+protocol: cci/v1alpha1
+capabilities: [exclusive, shared]
+local:
+  command: ["{python}", "-c", "import time; time.sleep(3600)"]
+startup_timeout_s: 5
+"""
+
+
 def _silent_driver(folder: Path) -> Path:
-    """The Go reference, told to put its registration socket where the kubelet's plugin watcher never looks."""
-    shutil.copytree(PROJECT / "drivers_under_test" / "go-reference", folder, ignore=shutil.ignore_patterns("bin"))
-    manifest = folder / "driver.yaml"
-    text = manifest.read_text()
-    assert "--registry-dir={registry_dir}" in text and "name: go-reference" in text
-    manifest.write_text(text.replace("--registry-dir={registry_dir}", "--registry-dir={state_dir}/not-watched")
-                        .replace("name: go-reference", "name: silent"))
+    folder.mkdir()
+    (folder / "driver.yaml").write_text(SILENT_DRIVER)
     return folder
 
 
@@ -57,7 +63,8 @@ def test_a_driver_that_never_registers_stops_a_two_worker_kind_run(tmp_path):
     run = result["run"]
     assert "did not register with the kubelet of machine" in run["stopped_early"] and run["interrupted"] is False
     assert [e["kind"] for e in result["errors"]] == ["driver-start"]
-    tried = [t for r in result["requirements"] for t in r["tests"] if t["outcome"] not in ("missing", "fail")]
+    tried = [t for r in result["requirements"] for t in r["tests"]
+             if t["outcome"] != "missing" and not t["nodeid"].startswith("cci-conformance::")]  # not the stop's
     # each worker stops after the test that met the failure; nothing else of the ~200 tests ran
-    assert len(tried) <= 2, tried
+    assert len(tried) <= 2 and all("the run stopped early" in t["reason"] for t in tried), tried
     assert_nothing_left(PREFIX)
