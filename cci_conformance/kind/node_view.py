@@ -18,6 +18,7 @@ from .nodeaccess import RECORDER_LOG
 
 KUBELET_ROOT = "/var/lib/kubelet"
 FLAGS_FILE = f"{KUBELET_ROOT}/kubeadm-flags.env"
+ONLINE = "/sys/devices/system/cpu/online"  # the faked machine's, mounted over the worker's (cluster_config.py)
 # The kubelet logs this once per process start (server.go "Started kubelet"): the node's generation.
 STARTED = '"Started kubelet"'
 EXEC_TIMEOUT_S = 30
@@ -55,6 +56,23 @@ class Ledger:
     cpu: CPUManagerState
     cci: dict  # the cci_manager_state Data
     recorder: str  # the cpuset recorder log (JSON lines)
+    online: CPUs  # /sys/devices/system/cpu/online as the kubelet sees it (the faked machine)
+
+    def assigned(self) -> CPUs:
+        """Every CPU some container holds. Coexistence: cpu_manager_state's assignments, static and CCI in one
+        store (patch 0001). Alpha: the CCI records' exclusive and withheld CPUs, since the none policy keeps no
+        assignment and the CCI manager's own store has cci_manager_state as its only record (alpha.go)."""
+        if self.cci["mode"] != "alpha":
+            return self.cpu.assigned()
+        return frozenset().union(*(parse_cpulist(r["exclusive"]) | parse_cpulist(r["withheld"])
+                                   for r in self.cci["containers"]))
+
+    def shared_pool(self) -> CPUs:
+        """The CPUs of every container without a grant: the static policy's default set in coexistence; in alpha
+        online - held, reserved CPUs included (alpha.go Shared: the none policy takes no strict reservation)."""
+        if self.cci["mode"] != "alpha":
+            return self.cpu.default_cpuset
+        return self.online - self.assigned()
 
     @property
     def pending(self) -> tuple[dict, ...]:
@@ -71,7 +89,6 @@ class Ledger:
 class NodeRead(Ledger):
     """What the worker holds at one instant (one ``docker exec``): the ledger and the kubelet's process facts."""
 
-    online: CPUs  # /sys/devices/system/cpu/online as the kubelet sees it (the faked machine)
     reserved: CPUs  # --reserved-cpus of the kubelet's flags
     generation: int  # kubelet process starts in its journal
     kubelet_pid: int  # 0 while it is down
@@ -82,18 +99,27 @@ class NodeRead(Ledger):
     registry: str  # the kubelet's journal lines of CCI registrations since its current start (short-unix format)
 
 
-def _flag(flags: str, name: str) -> str:
+def _flag(flags: str, name: str) -> str | None:
     for word in flags.replace('"', " ").split():
         if word.startswith(f"--{name}="):
             return word.split("=", 1)[1]
-    raise SnapshotError(f"the kubelet has no --{name} in {FLAGS_FILE}: the kind backend runs the static policy "
-                        "with reserved CPUs (coexistence mode)")
+    return None
+
+
+def _reserved(flags: str, cpu: CPUManagerState) -> CPUs:
+    """--reserved-cpus: the static policy refuses to start without it; under the none policy (alpha) no flag is
+    no reserved CPU."""
+    value = _flag(flags, "reserved-cpus")
+    if value is None and cpu.policy_name == "static":
+        raise SnapshotError(f"the kubelet has no --reserved-cpus in {FLAGS_FILE}: the kind backend runs the static "
+                            "policy with reserved CPUs (coexistence mode)")
+    return parse_cpulist(value or "")
 
 
 def read_node(node: str, driver_pod_glob: str, registration_socket: str) -> NodeRead:
     """Everything :meth:`KindSession.snapshot` needs, read with one exec so the parts belong together."""
     parts = [f"cat {KUBELET_ROOT}/{CPU_STATE_FILE}", f"cat {KUBELET_ROOT}/{CCI_STATE_FILE}",
-             f"cat {RECORDER_LOG} 2>/dev/null || true", "cat /sys/devices/system/cpu/online", f"cat {FLAGS_FILE}",
+             f"cat {RECORDER_LOG} 2>/dev/null || true", f"cat {ONLINE}", f"cat {FLAGS_FILE}",
              f"journalctl -u kubelet -o cat --no-pager | grep -c '{STARTED}' || true",
              "systemctl show -p MainPID --value kubelet",
              'date -d "$(systemctl show -p ExecMainStartTimestamp --value kubelet)" +%s.%N',
@@ -110,10 +136,11 @@ def read_node(node: str, driver_pod_glob: str, registration_socket: str) -> Node
         raise NodeReadError(f"reading {node}: {len(out)} sections instead of {len(_SECTIONS)}")
     got = dict(zip(_SECTIONS, out, strict=True))
     cpu_raw, cci_raw = got["cpu"].encode(), got["cci"].encode()
+    cpu = loads(cpu_raw, path=f"{KUBELET_ROOT}/{CPU_STATE_FILE}")
     return NodeRead(
-        cpu_raw=cpu_raw, cci_raw=cci_raw, cpu=loads(cpu_raw, path=f"{KUBELET_ROOT}/{CPU_STATE_FILE}"),
+        cpu_raw=cpu_raw, cci_raw=cci_raw, cpu=cpu,
         cci=checkpoint.decode(cci_raw, f"{KUBELET_ROOT}/{CCI_STATE_FILE}"), recorder=got["recorder"],
-        online=parse_cpulist(got["online"].strip()), reserved=parse_cpulist(_flag(got["flags"], "reserved-cpus")),
+        online=parse_cpulist(got["online"].strip()), reserved=_reserved(got["flags"], cpu),
         generation=int(got["started"].strip() or 0), kubelet_pid=int(got["pid"].strip() or 0),
         kubelet_since=float(got["since"].strip()), driver_log=got["driverlog"],
         socket_present=got["socket"].strip() == "yes", startup=tuple(got["startup"].splitlines()),
@@ -125,7 +152,8 @@ def read_ledger(root: Path) -> Ledger:
     the session's waits poll it several times a second, and a ``docker exec`` costs about 0.2 CPU-seconds of a
     2-core host, which the kubelet under test needs. The kubelet replaces its checkpoints by rename (its
     checkpoint manager's file store) and the recorder appends whole lines, so a read never sees half a write."""
-    paths = {"cpu": f"{KUBELET_ROOT}/{CPU_STATE_FILE}", "cci": f"{KUBELET_ROOT}/{CCI_STATE_FILE}"}
+    paths = {"cpu": f"{KUBELET_ROOT}/{CPU_STATE_FILE}", "cci": f"{KUBELET_ROOT}/{CCI_STATE_FILE}",
+             "online": ONLINE}
     raw = {}
     for part, path in paths.items():
         try:
@@ -137,7 +165,8 @@ def read_ledger(root: Path) -> Ledger:
     except FileNotFoundError:
         recorder = ""  # nothing recorded yet: `cat ... || true` in read_node
     return Ledger(cpu_raw=raw["cpu"], cci_raw=raw["cci"], cpu=loads(raw["cpu"], path=paths["cpu"]),
-                  cci=checkpoint.decode(raw["cci"], paths["cci"]), recorder=recorder)
+                  cci=checkpoint.decode(raw["cci"], paths["cci"]), recorder=recorder,
+                  online=parse_cpulist(raw["online"].decode().strip()))
 
 
 def recorded_cpusets(text: str) -> dict[str, CPUs]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..backends.base import NodeFault, NodeStartFailed
+from ..cpuset import format_cpulist
 from ..drivers.manifest import DriverManifest
 from ..errors import ConfigError
 from ..node.profile import NodeConfig, parse_config
@@ -38,6 +39,7 @@ SLOTS = 128
 class RunKey:
     """What the cluster was made for: a later session asking for something else cannot share it."""
 
+    mode: str  # coexistence or alpha: the kubelet's CPU manager policy
     reserved: frozenset[int]
     options: tuple[tuple[str, bool], ...]
     driver: Path  # the manifest
@@ -71,14 +73,30 @@ def inotify_problem(nodes: int) -> str:
     return "" if have >= need else f"fs.inotify.max_user_instances is {have}, {nodes} kind nodes need about {need}"
 
 
+# What the patched kubelet implements (kubelet-cci/README.md "Modes"): its CCI hooks on the static policy's store
+# (coexistence) or on their own store beside the none policy (alpha, KEP-3675 l.109-111).
+KUBELET_MODES = {("coexistence", "static"), ("alpha", "none")}
+
+
 def node_config(profile: dict) -> NodeConfig:
-    """The node profile, which must be what the patched kubelet implements: coexistence (static + CCI)."""
+    """The node profile, which must be what the patched kubelet implements: coexistence or alpha, CCI on."""
     config = parse_config(profile, "node profile")
-    if config.mode != "coexistence" or config.policy != "static":
-        raise ConfigError(f"node profile mode {config.mode!r} with policy {config.policy!r}: the kind backend runs "
-                          "the CCI-patched kubelet in coexistence mode (docs/kind.md \"Backend kind\")",
-                          field="mode", fix="use --cci-node-profile coexistence on the kind backend")
+    if (config.mode, config.policy) not in KUBELET_MODES or not config.cci:
+        raise ConfigError(f"node profile mode {config.mode!r} with policy {config.policy!r} and cci {config.cci}: "
+                          "the kind backend runs the CCI-patched kubelet in coexistence (static policy) or alpha "
+                          "(none policy) mode, CCI on (docs/kind.md \"Backend kind\")",
+                          field="mode", fix="use --cci-node-profile coexistence or alpha on the kind backend")
     return config
+
+
+def kubelet_flags(config: NodeConfig) -> dict[str, str]:
+    """The run's extra kubelet flags: a short reconcile period; under the none policy (alpha) the reserved CPUs,
+    which cluster_config.kubelet_args passes with the static policy only and which alpha's availableCpus leaves
+    out (docs/spec.md S3.2)."""
+    flags = {"cpu-manager-reconcile-period": RECONCILE_PERIOD}
+    if config.policy == "none" and config.reserved:
+        flags["reserved-cpus"] = format_cpulist(config.reserved)
+    return flags
 
 
 def distributed() -> bool:
@@ -145,7 +163,7 @@ class RunCluster:
         prefix = os.environ.get("CCI_KIND_PREFIX", DEFAULT_PREFIX)
         later = f"{len(RunCluster._clusters) + 1}-" if RunCluster._clusters else ""
         name = f"{prefix}-{later}{os.getpid()}"
-        nodes = [NodePlan("worker", t, config, kubelet_flags={"cpu-manager-reconcile-period": RECONCILE_PERIOD})
+        nodes = [NodePlan("worker", t, config, kubelet_flags=kubelet_flags(config))
                  for t in topologies]
         plan = ClusterPlan(name, image, [NodePlan("control-plane"), *nodes])
         self.cluster = KindCluster(plan, kind=toolchain.kind_binary(), kubectl=toolchain.kubectl_binary())
@@ -196,15 +214,15 @@ class RunCluster:
     @classmethod
     def for_session(cls, topology: Topology, profile: dict, manifest: DriverManifest) -> tuple[RunCluster, Worker]:
         config = node_config(profile)
-        key = RunKey(config.reserved, tuple(sorted(config.options.items())), manifest.path)
+        key = RunKey(config.mode, config.reserved, tuple(sorted(config.options.items())), manifest.path)
         with cls._lock:
             for current in cls._clusters:
                 if current.cluster.created and topology.name in current.workers:
                     if current.key != key:
                         raise NotImplementedError(
-                            "the kind backend runs one cluster per run for one driver, reserved set and policy "
-                            f"options; this session asks for driver {manifest.name} with "
-                            f"{profile.get('reservedSystemCPUs')!r} reserved (docs/kind.md \"Backend kind\")")
+                            "the kind backend runs one cluster per run for one driver, mode, reserved set and "
+                            f"policy options; this session asks for driver {manifest.name} in mode {config.mode} "
+                            f"with {profile.get('reservedSystemCPUs')!r} reserved (docs/kind.md \"Backend kind\")")
                     return current, current.workers[topology.name]
             machines = cls._machines_for(topology)
             names = frozenset(t.name for t in machines)

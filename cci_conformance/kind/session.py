@@ -460,7 +460,7 @@ class KindSession:
         # (a SIGKILLed driver's socket stays, and so does its registration, as on the embedded node).
         registered = read.socket_present and bool(events) and events[-1] is None
         return NodeSnapshot(
-            mode=read.cci["mode"], online=read.online, reserved=read.reserved, shared_pool=read.cpu.default_cpuset,
+            mode=read.cci["mode"], online=read.online, reserved=read.reserved, shared_pool=read.shared_pool(),
             exclusive=exclusive_map(read), containers=containers_of(self._ours(), read),
             drivers=(self.driver,) if registered else (), node_generation=read.generation, policy=read.cpu.policy_name,
             withheld={f"{c['podUID']}/{c['container']}": parse_cpulist(c["withheld"])

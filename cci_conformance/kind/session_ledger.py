@@ -15,8 +15,8 @@ def effective(record: dict, read: Ledger) -> CPUs:
     shared = parse_cpulist(record["shared"])
     cpus = exclusive
     if shared:
-        cpus = cpus | (shared - (read.cpu.assigned() - held))
-    return cpus or read.cpu.default_cpuset
+        cpus = cpus | (shared - (read.assigned() - held))
+    return cpus or read.shared_pool()
 
 
 def _placement(read: Ledger, pod_uid: str, container: str) -> tuple[str, CPUs, bool, dict | None]:
@@ -27,7 +27,7 @@ def _placement(read: Ledger, pod_uid: str, container: str) -> tuple[str, CPUs, b
     static = read.cpu.get(pod_uid, container)
     if static is not None:
         return "static", static, True, None
-    return "shared", read.cpu.default_cpuset, False, None
+    return "shared", read.shared_pool(), False, None
 
 
 def _container_id(status: dict) -> str:
@@ -49,7 +49,12 @@ def assignments(pod: dict, read: Ledger) -> tuple[ContainerAssignment, ...]:
 
 
 def exclusive_map(read: Ledger) -> dict[str, CPUs]:
-    """cpu_manager_state's assignments (static and CCI, withheld included: one store, patch 0001)."""
+    """Every held grant by pod/container, withheld CPUs included: cpu_manager_state's assignments in coexistence
+    (static and CCI, one store: patch 0001), the CCI records in alpha (the none policy holds nothing)."""
+    if read.cci["mode"] == "alpha":
+        held = {f"{r['podUID']}/{r['container']}": parse_cpulist(r["exclusive"]) | parse_cpulist(r["withheld"])
+                for r in read.cci["containers"]}
+        return {key: cpus for key, cpus in held.items() if cpus}
     return {f"{pod}/{name}": frozenset(cpus) for pod, cs in read.cpu.entries.items()
             for name, cpus in cs.items()}
 

@@ -104,6 +104,21 @@ func (m *Manager) Affinity(podUID, container string) (cpuset.CPUSet, bool) {
 	return cpuset.CPUSet{}, false
 }
 
+// Held is what the pod-resources API lists for a container (docs/spec.md S3.7): the CPUs its grant holds,
+// exclusive groups and withheld siblings; ok false for a container without a grant or with SHARED groups only.
+// The kubelet asks it in alpha (patch 0001, GetExclusiveCPUs), where the none policy's state has no assignment;
+// in coexistence the static policy's state holds the grant already (Hold).
+func (m *Manager) Held(podUID, container string) (cpuset.CPUSet, bool) {
+	m.mu.Lock()
+	r, ok := m.records[key{podUID, container}]
+	m.mu.Unlock()
+	if !ok {
+		return cpuset.CPUSet{}, false
+	}
+	held := grantOf(r).Held()
+	return held, !held.IsEmpty()
+}
+
 // activation is the alpha mode's wake-up. A policy-none kubelet without CCI drivers must stay the unpatched
 // none kubelet in everything observable (docs/spec.md S3.1): another agent, e.g. a DRA CPU driver's NRI
 // plugin, may own its cpusets, and its pod-resources API reports no allocatable CPUs. So the alpha mode

@@ -65,9 +65,33 @@ func TestAlphaPutsEveryContainerWithoutAGrantOnTheSharedPool(t *testing.T) {
 	if cpus, ok := r.m.Affinity("guaranteed", "c"); !ok || !cpus.Equals(mustParse("0,3-7")) {
 		t.Errorf("container without a claim: %v %v, want 0,3-7", cpus, ok)
 	}
+	// S3.7: pod-resources lists the held CPUs (the exclusive group), not the SHARED group, and nothing for others
+	if cpus, ok := r.m.Held("p1", "c"); !ok || !cpus.Equals(mustParse("1-2")) {
+		t.Errorf("held by the CCI container: %v %v, want 1-2", cpus, ok)
+	}
+	if cpus, ok := r.m.Held("guaranteed", "c"); ok {
+		t.Errorf("a container without a grant holds %v", cpus)
+	}
 	r.m.ContainerRemoved(context.Background(), "p1", "c")
 	if cpus, ok := r.m.Affinity("guaranteed", "c"); !ok || !cpus.Equals(mustParse("0-7")) {
 		t.Errorf("after the release: %v %v, want 0-7", cpus, ok)
+	}
+	if cpus, ok := r.m.Held("p1", "c"); ok {
+		t.Errorf("a released container still holds %v", cpus)
+	}
+}
+
+func TestAlphaListsNoCPUsForASharedOnlyGrant(t *testing.T) {
+	r := newAlphaRig(t)
+	r.drv.reply = func(*cciv1alpha1.AdmitRequest) *cciv1alpha1.AdmitResponse {
+		return &cciv1alpha1.AdmitResponse{RSet: &cciv1alpha1.ResourceSet{Cpuset: "2-3"}, Groups: []*cciv1alpha1.ResourceSet{
+			{Cpuset: "2-3", Exclusive: false}}}
+	}
+	if _, err := r.m.Admit(context.Background(), request("p1", "c", `{"cores":["2"],"cpu attributes":[["SHARED"]]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if cpus, ok := r.m.Held("p1", "c"); ok {
+		t.Errorf("a SHARED-only container holds %v: pod-resources lists no cpu_ids for it (S3.7)", cpus)
 	}
 }
 

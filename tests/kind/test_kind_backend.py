@@ -26,13 +26,17 @@ GO_REFERENCE = Path(__file__).resolve().parents[2] / "drivers_under_test" / "go-
 TOPOLOGY = "server-2s8c-smt2-intel"
 
 
-@pytest.fixture(scope="module")
-def session():
+MODES = {"coexistence": "static", "alpha": "none"}  # node profile -> the kubelet's CPU manager policy
+
+
+@pytest.fixture(scope="module", params=sorted(MODES))
+def session(request):
+    """A session in each mode the patched kubelet implements, each on a cluster of its own."""
     problem = toolchain.docker_problem()
     if problem or not nodeimage.image_exists(nodeimage.default_image()):
         pytest.skip(f"kind backend e2e: {problem or 'no node image (cci-conformance kind build-node-image)'}")
     workdir = Path(tempfile.mkdtemp(prefix="cci-", dir="/tmp"))
-    config = SessionConfig(library.load(TOPOLOGY), load_node_profile("coexistence"), GO_REFERENCE, workdir)
+    config = SessionConfig(library.load(TOPOLOGY), load_node_profile(request.param), GO_REFERENCE, workdir)
     opened = get_backend("kind").open(config)
     try:
         yield opened
@@ -53,16 +57,24 @@ def _problems(session) -> list[str]:
             + check_cpu_manager_state(session.persisted_state().cpu_manager_state, snap, snap.policy))
 
 
-def test_a_claim_a_static_and_a_shared_pod_agree_on_every_surface(session):
+def test_a_claim_a_guaranteed_and_a_shared_pod_agree_on_every_surface(session):
     snap = session.snapshot()
-    assert snap.mode == "coexistence" and snap.policy == "static" and snap.drivers == ("go-reference",)
+    assert MODES[snap.mode] == snap.policy and snap.drivers == ("go-reference",)
     assert snap.online == library.load(TOPOLOGY).online_cpus and snap.reserved == {0}
     claim = session.create_pod(claim_pod(exclusive(4, "CORE-SIBLING-REQUIRED")))
     static = session.create_pod(static_pod(2))
     shared = session.create_pod(standard_pod())
     assert claim.admitted and static.admitted and shared.admitted
-    a = claim.containers[0]
+    a, g = claim.containers[0], static.containers[0]
     assert a.source == "cci" and a.exclusive and len(a.cpus) == 4 and a.groups == (a.cpus,)
+    if snap.mode == "alpha":  # the none policy pins nobody: a Guaranteed pod runs on the shared pool (spec S3.1)
+        assert (g.source, g.exclusive) == ("shared", False) and g.cpus == session.snapshot().shared_pool
+        assert session.snapshot().shared_pool == snap.online - a.cpus  # reserved CPUs stay in it (alpha.go)
+    else:
+        assert (g.source, g.exclusive, len(g.cpus)) == ("static", True, 2)
+    # pod-resources lists the grant in both modes (_problems compares List with the store; in alpha the kubelet
+    # asks the CCI manager, kubelet-cci patch 0001 GetExclusiveCPUs)
+    assert a.cpus in session.listed_exclusive_cpus().values()
     # The kubelet's CCI histograms give the admission's times (a pod without claims: the node's is not measured).
     assert 0 < claim.driver_seconds <= claim.node_seconds and math.isnan(static.node_seconds)
     assert _problems(session) == []

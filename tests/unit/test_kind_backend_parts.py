@@ -67,13 +67,6 @@ def test_a_vendor_image_archive_names_its_image_and_needs_its_command(tmp_path):
         driver_images.for_manifest(load_manifest(tmp_path))
 
 
-def test_only_coexistence_mode_is_offered():  # alpha on kind: issue 10's kubelet, not yet the backend
-    with pytest.raises(ConfigError, match="coexistence"):
-        run_cluster.node_config({"mode": "alpha", "cpuManagerPolicy": "none", "cci": True})
-    assert run_cluster.node_config({"mode": "coexistence", "cpuManagerPolicy": "static", "reservedSystemCPUs": "0",
-                                    "cci": True}).reserved == {0}
-
-
 def test_a_claim_pod_goes_through_the_scheduler_with_its_parameters_as_opaque_config():
     params = {"cores": ["2"], "cpu attributes": [["EXCLUSIVE"]]}
     pod = PodSpec("conformance", "name-cci-1", "cci-1", (ContainerSpec("c0", claim="claim"),),
@@ -181,6 +174,9 @@ def _node_root(tmp_path, cci_text: str, recorder: str | None):
     cpu = CPUManagerState("static", parse_cpulist("0,8-15"), {"a": {"c0": parse_cpulist("2,3")}})
     (kubelet / "cpu_manager_state").write_bytes(dumps(cpu))
     (kubelet / "cci_manager_state").write_bytes(checkpoint.encode(cci_text))
+    cpu_dir = tmp_path / "sys" / "devices" / "system" / "cpu"
+    cpu_dir.mkdir(parents=True)
+    (cpu_dir / "online").write_text("0-15\n")
     if recorder is not None:
         (tmp_path / "var" / "log").mkdir(parents=True)
         (tmp_path / "var" / "log" / "cci-cpusets.jsonl").write_text(recorder)
@@ -192,6 +188,7 @@ def test_the_ledger_reads_the_kubelets_files_through_the_node_root(tmp_path):
     root = _node_root(tmp_path, cci, '{"op":"create","id":"ida","cpus":"2-3"}\n')
     ledger = node_view.read_ledger(root)
     assert ledger.cpu.entries == {"a": {"c0": {2, 3}}} and ledger.cpu.default_cpuset == parse_cpulist("0,8-15")
+    assert ledger.online == parse_cpulist("0-15") and ledger.shared_pool() == parse_cpulist("0,8-15")
     assert ledger.cci["pending"] == [{"podUID": "a"}] and node_view.recorded_cpusets(ledger.recorder) == {"ida": {2, 3}}
     assert node_view.read_ledger(_node_root(tmp_path / "fresh", cci, None)).recorder == ""  # nothing recorded yet
 
