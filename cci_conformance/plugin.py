@@ -50,6 +50,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write report.json, junit.xml, report.html and the bundle here")
     group.addoption("--cci-catalog", metavar="FILE", default=None,
                     help="requirement catalog (default: suites/requirements.yaml)")
+    group.addoption("--cci-stateful-examples", metavar="N", type=int, default=None,
+                    help="ACCT-010's random examples per topology (default: the backend's, "
+                         "certify/settings.STATEFUL_EXAMPLES; more for a longer exploration)")
     group.addoption("--cci-progress", action="store_true", default=False,
                     help="print one [cci] line per finished test with a running count")
 
@@ -64,6 +67,7 @@ def _settings(config: pytest.Config) -> RunSettings:
     for attr, name in (("profile", "cci_profile"), ("backend", "cci_backend"), ("node_profile", "cci_node_profile")):
         if opt(name):
             setattr(settings, attr, opt(name))
+    settings.stateful_examples = opt("cci_stateful_examples")
     if opt("cci_report_dir"):
         settings.report_dir = Path(opt("cci_report_dir")).resolve()
     if opt("cci_catalog"):
@@ -133,7 +137,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if _is_worker(config):
         config.pluginmanager.register(StartFailureStop(config), "cci-start-failure-stop")
         return
-    if _asked_for_certification(config):
+    if _asked_for_certification(config) or settings.stateful_examples is not None:
         try:
             settings.validate()
         except ConfigError as exc:
@@ -205,8 +209,11 @@ def _spreads_by_machine(settings: RunSettings) -> bool:
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     settings = config.stash[SETTINGS]
-    if not _spreads_by_machine(settings):
-        return None  # xdist's own (the certification CLI asks loadscope: a module's tests on one worker)
+    # A backend that builds machines always; any other when the run asked loadscope (`cci-conformance run -n`):
+    # one machine's tests in one process, so each process starts only its machines' shared nodes and fills.
+    # Any other --dist (the harness's own `pytest -n 2`) keeps xdist's scheduler.
+    if not (_spreads_by_machine(settings) or config.getoption("dist", None) == "loadscope"):
+        return None
     from .certify.machine_scheduling import MachineScheduling
 
     return MachineScheduling(config, log, tuple(settings.topologies))

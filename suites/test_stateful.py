@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import shlex
-import time
 from dataclasses import dataclass
 
 import pytest
@@ -29,32 +28,16 @@ from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, i
 from cci_conformance.protocol.claims import parse_claim
 from cci_conformance.protocol.semantics import GroupReply, check_admission, group_is_satisfiable
 
-# Random examples run in rounds of ROUND, each round seeded from the previous one's seed, until BUDGET_S of
-# wall time is spent (at least MIN_EXAMPLES, at most MAX_EXAMPLES): a few minutes of a certification run,
-# not three fixed examples. A failure names its round's seed; `--hypothesis-seed SEED` (hypothesis's own
-# pytest option) starts the chain there, so the failing round is replayed first (docs/certification.md).
-BUDGET_S = 45.0
-MIN_EXAMPLES = 20
-MAX_EXAMPLES = 400
+# A fixed number of random examples per topology (certify/settings.stateful_examples: the backend's default or
+# --cci-stateful-examples), in rounds of ROUND, each round seeded from the previous one's seed: the verdict
+# depends on the seed alone, never on how fast the machine is. A failure names its round's seed;
+# `--hypothesis-seed SEED` (hypothesis's own pytest option) starts the chain there, so the failing round is
+# replayed first (docs/certification.md).
 ROUND = 10
 STEPS = 20
-
-
-@dataclass(frozen=True)
-class Pace:
-    """How much random exploration a run buys: examples per seeded round, the floor, the wall-time budget."""
-
-    round: int
-    min_examples: int
-    budget_s: float
-
-
 # A step on the embedded node takes milliseconds; on kind it is a real pod start, deletion or kubelet restart
-# (2-25 s, docs/kind.md): 20 examples of 20 steps there measured about 0.2 admissions a second, half an hour
-# per machine. kind gets rounds of 2 examples, at least 4, within 4 minutes; the report says how many ran
-# (figure `stateful examples`), and the same driver gets the embedded node's 20 or more wherever it runs there.
-PACES = {"kind": Pace(round=2, min_examples=4, budget_s=240.0)}
-DEFAULT_PACE = Pace(ROUND, MIN_EXAMPLES, BUDGET_S)
+# (2-25 s, docs/kind.md), so there a round holds 2 examples: a failure's replay costs minutes, not ten.
+ROUNDS = {"kind": 2}
 SEED_OPTION = "--hypothesis-seed"
 
 
@@ -119,6 +102,7 @@ class NodeMachine(RuleBasedStateMachine):
     broken: list[str] = []
     static_ok = False
     examples = 0
+    caught_at = 0  # the example in which the first invariant broke (figure `stateful examples` of a failure)
 
     def __init__(self):
         super().__init__()
@@ -217,6 +201,8 @@ class NodeMachine(RuleBasedStateMachine):
     def check(self, condition, message) -> None:
         """Assert, remembering the first broken invariant: a replay of a failing run on a live node may diverge."""
         if not condition:
+            if not type(self).broken:  # hypothesis replays the failing example once more: count up to this one
+                type(self).caught_at = type(self).examples
             type(self).broken.append(str(message() if callable(message) else message))
             raise AssertionError(type(self).broken[-1])
 
@@ -237,16 +223,17 @@ def first_seed(config) -> int:
                     f"printed, e.g. {SEED_OPTION}=1234", pytrace=False)
 
 
-def run_rounds(machine, first: int, pace: Pace = DEFAULT_PACE) -> tuple[int, int]:
-    """Run seeded rounds of the state machine until the budget is spent; (examples run, rounds run).
-
-    On a failure raises it with ``machine.failed_seed`` set to the seed that replays its round."""
-    round_seed, rounds, start = first, 0, time.monotonic()
-    options = settings(max_examples=pace.round, stateful_step_count=STEPS, deadline=None, database=None,
+def run_rounds(machine, first: int, examples: int, per_round: int = ROUND) -> tuple[int, int]:
+    """Run seeded rounds of the state machine until ``examples`` examples ran, in whole rounds of
+    ``min(per_round, examples)`` (every round alike, so a round's seed replays it as its chain ran it);
+    (examples run, rounds run). On a failure raises it with ``machine.failed_seed`` set to the seed that
+    replays its round."""
+    per_round = min(per_round, examples)
+    options = settings(max_examples=per_round, stateful_step_count=STEPS, deadline=None, database=None,
                        suppress_health_check=list(HealthCheck), print_blob=False,
                        phases=(Phase.explicit, Phase.generate))  # no shrinking: a live node may not replay it
-    while machine.examples < pace.min_examples or (
-            time.monotonic() - start < pace.budget_s and machine.examples < MAX_EXAMPLES):
+    round_seed, rounds = first, 0
+    while machine.examples < examples:
         machine.failed_seed = round_seed
         seed(round_seed)(get_state_machine_test(machine, settings=options))()
         rounds += 1
@@ -257,27 +244,32 @@ def run_rounds(machine, first: int, pace: Pace = DEFAULT_PACE) -> tuple[int, int
 
 @pytest.mark.requirement("ACCT-010")
 @pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
-def test_invariants_hold_under_random_interleavings(node, topology, driver_manifest, node_profile, request,
-                                                     record_figure):
+def test_invariants_hold_under_random_interleavings(node, topology, driver_manifest, node_profile, cci_settings,
+                                                     request, record_figure):
     """Every node invariant and every live grant's semantics MUST hold after every step of any interleaving."""
     session = node
     options = node_profile.get("cpuManagerPolicyOptions", {})
     machine = type("Machine", (NodeMachine,), {
         "session": session, "topology": topology, "caps": set(driver_manifest.capabilities),
         "strict": options.get("strict-cpu-reservation") == "true",
-        "static_ok": node_profile.get("cpuManagerPolicy") == "static", "broken": [], "examples": 0})
+        "static_ok": node_profile.get("cpuManagerPolicy") == "static", "broken": [], "examples": 0,
+        "caught_at": 0})
     first = first_seed(request.config)
     record_figure("stateful first seed", first)  # report.json keeps it even when the run passes
+    asked = cci_settings.stateful_examples_on(session.backend_name)
+    record_figure("stateful examples asked", asked)
     try:
-        examples, rounds = run_rounds(machine, first, PACES.get(session.backend_name, DEFAULT_PACE))
+        run_rounds(machine, first, asked, ROUNDS.get(session.backend_name, ROUND))
     except Exception as exc:
-        given = [f"{opt} {shlex.quote(str(v))}" for opt in ("--cci-backend", "--cci-driver", "--cci-node-profile")
+        given = [f"{opt} {shlex.quote(str(v))}" for opt in ("--cci-backend", "--cci-driver", "--cci-node-profile",
+                                                                   "--cci-stateful-examples")
                  if (v := request.config.getoption(opt, None))]  # the replay runs where this run ran
         replay = (f"hypothesis seed {machine.failed_seed} (replay: pytest suites/test_stateful.py "
                   f"{' '.join([*given, ''])}--cci-topology {topology.name} {SEED_OPTION}={machine.failed_seed})")
         record_figure("stateful failing seed", machine.failed_seed)
+        record_figure("stateful examples", machine.caught_at or machine.examples)  # up to the failing one
         # the seed first (reports shorten long reasons), then the first broken invariant, not hypothesis's
         # report of a replay that diverged
         pytest.fail(f"{replay}: {machine.broken[0] if machine.broken else exc}", pytrace=False)
-    record_figure("stateful examples", examples)
+    record_figure("stateful examples", machine.examples)
     record_figure("stateful steps per example", STEPS)

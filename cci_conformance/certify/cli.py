@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from ..procgroup import running, signal_group, stop_group, with_parent_death
 from ..waiting import WaitTimeout, wait_for
 from . import bundle
 from .report import load_report
-from .settings import DEFAULT_BACKEND, DEFAULT_TOPOLOGIES, RunSettings
+from .settings import DEFAULT_BACKEND, DEFAULT_TOPOLOGIES, STATEFUL_EXAMPLES, RunSettings, check_stateful_examples
 from .summary import PROGRESS_PREFIX, summary_lines
 
 PYTEST_USAGE_ERROR = 4
@@ -51,23 +52,41 @@ def add_parser(subparsers) -> None:
     p.add_argument("--backend", default=None, help=f"where node and driver run (default: {DEFAULT_BACKEND}; "
                    f"{DRA_BACKEND} for a dra/v1 driver)")
     p.add_argument("--node-profile", metavar="NAME|FILE", help="node profile (default: coexistence)")
-    p.add_argument("-n", "--workers", type=int, default=0, metavar="N", help="pytest-xdist worker processes")
+    p.add_argument("-n", "--workers", type=int, default=None, metavar="N",
+                   help="pytest-xdist worker processes, each running whole machines (default: on the embedded "
+                        "backend one per topology up to the usable CPUs, else 0: one process)")
     p.add_argument("--report-dir", metavar="DIR", help="bundle directory (default: ./cci-reports/<timestamp>)")
     p.add_argument("--suites", metavar="DIR", help="conformance suites folder (default: the harness's suites/; "
                    f"suites/{DRA_SUITES}/ for a dra/v1 driver)")
     p.add_argument("--catalog", metavar="FILE", help="requirement catalog (default: <suites>/requirements.yaml)")
     p.add_argument("-k", dest="keyword", metavar="EXPR", help="only tests matching EXPR (a partial run "
                    "leaves requirements untested, so it cannot certify)")
+    p.add_argument("--stateful-examples", type=int, default=None, metavar="N",
+                   help="ACCT-010's random examples per topology (default: "
+                        + ", ".join(f"{n} on {b}" for b, n in STATEFUL_EXAMPLES.items())
+                        + "); a larger N is a longer exploration, recorded in report.json")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="deadline of the whole run (default: "
                    + ", ".join(f"{s:g} s on {b}" for b, s in RUN_TIMEOUT_S.items()) + ")")
     p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments after --")
     p.set_defaults(handler=run)
 
 
+def default_workers(backend: str, topologies: int, cpus: int | None = None) -> int:
+    """Worker processes when -n is not given: on the embedded backend a machine per worker, as many as there are
+    usable CPUs (one process when that is one); a node and its driver take little memory, and latency fills
+    still run one at a time (certify/measuring.py). Elsewhere one process: a kind machine is a cluster."""
+    if backend != DEFAULT_BACKEND:
+        return 0
+    cpus = cpus if cpus is not None else len(os.sched_getaffinity(0))
+    workers = min(cpus, topologies)
+    return workers if workers > 1 else 0
+
+
 def _settings(args) -> tuple[RunSettings, Path]:
-    if args.workers < 0:
+    if args.workers is not None and args.workers < 0:
         raise ConfigError("worker count must be 0 or more", field="-n", fix="use -n 2, or leave it out")
-    settings = RunSettings(profile=args.profile)
+    check_stateful_examples(args.stateful_examples, "--stateful-examples")
+    settings = RunSettings(profile=args.profile, stateful_examples=args.stateful_examples)
     if args.driver:
         settings.driver = Path(args.driver).resolve()
     dra = settings.manifest.is_dra  # ConfigError names a bad manifest
@@ -103,7 +122,7 @@ def _validate(settings: RunSettings) -> None:
         load_topology(name)
 
 
-def pytest_command(settings: RunSettings, suites: Path, report_dir: Path, args) -> list[str]:
+def pytest_command(settings: RunSettings, suites: Path, report_dir: Path, args, workers: int = 0) -> list[str]:
     cmd = [sys.executable, "-m", "pytest", str(suites), "-q", "-p", "no:cacheprovider", "--cci-progress",
            "--cci-driver", str(settings.driver), "--cci-profile", str(settings.profile),
            "--cci-backend", settings.backend, "--cci-node-profile", str(settings.node_profile),
@@ -111,8 +130,10 @@ def pytest_command(settings: RunSettings, suites: Path, report_dir: Path, args) 
            "--junitxml", str(report_dir / bundle.JUNIT_XML), "-o", "junit_family=xunit1"]
     for name in settings.topologies:
         cmd += ["--cci-topology", name]
-    if args.workers:
-        cmd += ["-n", str(args.workers), "--dist", "loadscope"]
+    if workers:
+        cmd += ["-n", str(workers), "--dist", "loadscope"]
+    if settings.stateful_examples is not None:
+        cmd += ["--cci-stateful-examples", str(settings.stateful_examples)]
     if args.keyword:
         cmd += ["-k", args.keyword]
     return cmd + list(args.pytest_args)
@@ -186,11 +207,14 @@ def run(args) -> int:
     timeout = run_timeout(args.timeout, settings.backend)
     report_dir = Path(args.report_dir or Path("cci-reports") / datetime.now().strftime("%Y%m%d-%H%M%S")).resolve()
     report_dir.mkdir(parents=True, exist_ok=True)
+    workers = args.workers if args.workers is not None else default_workers(settings.backend,
+                                                                            len(settings.topologies))
     print(f"cci-conformance: certifying {settings.manifest.name} on {', '.join(settings.topologies)} "
-          f"(backend {settings.backend}); report in {report_dir}", flush=True)
+          f"(backend {settings.backend}{f', {workers} workers' if workers else ''}); report in {report_dir}",
+          flush=True)
     started = time.monotonic()
-    rc, error_lines, interrupted = _run_pytest(pytest_command(settings, suites, report_dir, args), report_dir,
-                                               timeout)
+    rc, error_lines, interrupted = _run_pytest(pytest_command(settings, suites, report_dir, args, workers),
+                                               report_dir, timeout)
     report_path = report_dir / bundle.REPORT_JSON
     if rc == PYTEST_USAGE_ERROR:
         message = error_lines[0].removeprefix("ERROR:").strip() if error_lines else "pytest usage error"

@@ -166,6 +166,7 @@ class CertificationReporter:
             "profile": profile, "workers": int(workers) if isinstance(workers, int) else 0,
             "pytest_args": [str(a) for a in self.config.invocation_params.args],
             "exit_status": exit_status, "stopped_early": self.stopped_early,
+            "stateful_examples": settings.stateful_examples_on(settings.backend),
             "environment": {k: v for k, v in self.environment.items() if k != "harness_version"},
         }
 

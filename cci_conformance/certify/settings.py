@@ -19,6 +19,12 @@ from ..topology.model import Topology
 DEFAULT_TOPOLOGIES = ("server-2s8c-smt2-intel", "server-2s-snc4", "hybrid-8p8e")
 DEFAULT_BACKEND = "embedded"
 DEFAULT_NODE_PROFILE = "coexistence"
+# ACCT-010's random examples per topology when the run does not ask for a number (--stateful-examples): fixed,
+# so the verdict depends on the seed alone, not on the machine's speed. Chosen from how many examples each
+# mutant ACCT-010 targets takes to be caught over many seeds (benchmarks/bench_stateful_catch.py, figures
+# in docs/certification.md). On kind a step is a real pod start or kubelet restart (2-25 s): fewer there.
+STATEFUL_EXAMPLES = {"embedded": 100, "kind": 4}
+MAX_STATEFUL_EXAMPLES = 100_000
 
 # Topologies registered in-process by name (the harness's own self-tests); checked before the library.
 _EXTRA_TOPOLOGIES: dict[str, Callable[[], Topology]] = {}
@@ -67,6 +73,14 @@ def check_backend(name: str) -> None:
                           fix="use a registered backend (default: embedded)") from None
 
 
+def check_stateful_examples(count: int | None, option: str = "--cci-stateful-examples") -> None:
+    """ConfigError unless ``count`` is None or a whole number of examples in range."""
+    if count is not None and not (isinstance(count, int) and 1 <= count <= MAX_STATEFUL_EXAMPLES):
+        raise ConfigError(f"{count!r} is not a number of ACCT-010 examples", field=option,
+                          fix=f"give a whole number from 1 to {MAX_STATEFUL_EXAMPLES}, or leave it out for the "
+                              f"backend's default ({', '.join(f'{b}: {n}' for b, n in STATEFUL_EXAMPLES.items())})")
+
+
 @dataclass
 class RunSettings:
     """Options of one run, from the command line; each part is loaded (and validated) on first use."""
@@ -79,6 +93,7 @@ class RunSettings:
     report_dir: Path | None = None
     catalog_path: Path | None = None
     progress: bool = False
+    stateful_examples: int | None = None  # None: the backend's STATEFUL_EXAMPLES
     extra: dict = field(default_factory=dict)
 
     @cached_property
@@ -103,6 +118,13 @@ class RunSettings:
     def node_profile_data(self) -> dict:
         return load_node_profile(self.node_profile)
 
+    def stateful_examples_on(self, backend: str) -> int:
+        """ACCT-010's examples per topology: the number asked, else the backend's default (a backend without
+        one gets the embedded node's)."""
+        if self.stateful_examples is not None:
+            return self.stateful_examples
+        return STATEFUL_EXAMPLES.get(backend, STATEFUL_EXAMPLES[DEFAULT_BACKEND])
+
     def validate(self) -> None:
         """Load everything once, so a bad input stops the run before any test with one clear line."""
         if len(set(self.topologies)) != len(self.topologies):
@@ -111,6 +133,7 @@ class RunSettings:
         self.catalog  # noqa: B018
         self.budgets  # noqa: B018
         self.node_profile_data  # noqa: B018
+        check_stateful_examples(self.stateful_examples)
         for name in self.topologies:
             load_topology(name)
         check_backend(self.backend)
