@@ -16,10 +16,15 @@ _guard = threading.Lock()
 
 
 @contextlib.contextmanager
-def held(lock_file: Path, wait_s: float, what: str, reentrant: bool = False) -> Iterator[None]:
+def held(lock_file: Path, wait_s: float, what: str, reentrant: bool = False, shared: bool = False) -> Iterator[None]:
     """Hold ``lock_file`` for the block, waiting at most ``wait_s`` for another holder (WaitTimeout names ``what``
     and the holder's pid). ``reentrant``: a block nested in one of this process's own holds goes straight in (an
-    image build that builds another image); otherwise a second hold in one process waits like another process."""
+    image build that builds another image); otherwise a second hold in one process waits like another process.
+    ``shared``: any number of shared holders at once, none beside an exclusive one (flock's LOCK_SH)."""
+    if shared:
+        with _shared(lock_file, wait_s, what):
+            yield
+        return
     key = str(Path(lock_file).resolve())
     if reentrant:
         with _guard:
@@ -68,4 +73,22 @@ def held(lock_file: Path, wait_s: float, what: str, reentrant: bool = False) -> 
             handle.seek(0)
             handle.truncate()
             handle.flush()
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _shared(lock_file: Path, wait_s: float, what: str) -> Iterator[None]:
+    with open(lock_file, "a+") as handle:
+        def taken() -> bool:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            return True
+
+        if not taken():
+            wait_for(taken, wait_s, interval=0.05, what=f"{what}: the lock {lock_file}")
+        try:
+            yield
+        finally:
             fcntl.flock(handle, fcntl.LOCK_UN)

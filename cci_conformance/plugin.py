@@ -136,6 +136,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if _is_worker(config):
         config.pluginmanager.register(StartFailureStop(config), "cci-start-failure-stop")
+        if _asked_for_certification(config) and not _spreads_by_machine(settings):
+            from .certify.measuring import QuietMeasurements
+
+            config.pluginmanager.register(QuietMeasurements(), "cci-quiet-measurements")
         return
     if _asked_for_certification(config) or settings.stateful_examples is not None:
         try:
@@ -209,14 +213,16 @@ def _spreads_by_machine(settings: RunSettings) -> bool:
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     settings = config.stash[SETTINGS]
-    # A backend that builds machines always; any other when the run asked loadscope (`cci-conformance run -n`):
-    # one machine's tests in one process, so each process starts only its machines' shared nodes and fills.
-    # Any other --dist (the harness's own `pytest -n 2`) keeps xdist's scheduler.
-    if not (_spreads_by_machine(settings) or config.getoption("dist", None) == "loadscope"):
+    # A backend that builds machines: one machine per process. Any other when the run asked loadscope
+    # (`cci-conformance run -n`): one machine's tests of one module per scope, so a process starts only the shared
+    # nodes of what it runs and a machine's slow tests spread. Another --dist (the harness's `pytest -n 2`) keeps
+    # xdist's scheduler.
+    spreads = _spreads_by_machine(settings)
+    if not (spreads or config.getoption("dist", None) == "loadscope"):
         return None
     from .certify.machine_scheduling import MachineScheduling
 
-    return MachineScheduling(config, log, tuple(settings.topologies))
+    return MachineScheduling(config, log, tuple(settings.topologies), by_module=not spreads)
 
 
 @pytest.hookimpl(trylast=True)

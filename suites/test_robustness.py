@@ -90,8 +90,10 @@ def test_driver_answers_within_the_deadline_with_many_live_admissions(node_sessi
         result = session.create_pod(claim_pod(exclusive(1) if i < exclusive_ones else shared(1)))
         assert result.admitted, f"admission {i + 1} failed: {result.reason}: {result.message}"
         slowest = max(slowest, result.driver_seconds)  # CCIAdmit plus CCIAddContainerResource
+        # one admission over the deadline decides the verdict: stop there, not after the other admissions
+        assert slowest < deadline, f"admission {i + 1} of {MANY_LIVE} took {slowest:.2f}s of driver time, " \
+                                   f"deadline {deadline:g}s (stopped at once: the verdict was decided)"
         admitted.append(result.containers[0])
-    assert slowest < deadline, f"an admission took {slowest:.2f}s of driver time, deadline {deadline:g}s"
     # S1.8: every call has the deadline, Remove included. The node sends Remove when a pod is deleted and
     # keeps it as owed (snapshot.pending) when the driver misses the deadline.
     # the claim the node sent for the last one, read before it goes (only needed where its socket is reachable)

@@ -23,7 +23,7 @@ DEFAULT_NODE_PROFILE = "coexistence"
 # so the verdict depends on the seed alone, not on the machine's speed. Chosen from how many examples each
 # mutant ACCT-010 targets takes to be caught over many seeds (benchmarks/bench_stateful_catch.py, figures
 # in docs/certification.md). On kind a step is a real pod start or kubelet restart (2-25 s): fewer there.
-STATEFUL_EXAMPLES = {"embedded": 100, "kind": 4}
+STATEFUL_EXAMPLES = {"embedded": 30, "kind": 4}
 MAX_STATEFUL_EXAMPLES = 100_000
 
 # Topologies registered in-process by name (the harness's own self-tests); checked before the library.
