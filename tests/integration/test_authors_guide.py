@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -14,6 +15,7 @@ import pytest
 
 from cci_conformance.paths import PACKAGE_DIR
 from cci_conformance.procgroup import stop_group
+from cci_conformance.protocol.capabilities import KNOWN_CAPABILITIES
 
 SOURCE = PACKAGE_DIR.parent
 GUIDE = SOURCE / "docs" / "authors.md"
@@ -98,9 +100,24 @@ def test_guide_commands_run_in_order_in_an_empty_folder(tmp_path):
     first = (tmp_path / "first-run.txt").read_text()
     assert "FAIL     CLAIM-001" in first and "choose_cpus is not written yet" in first
     assert "verdict: CERTIFIED" not in first
+    skeleton_run_names_each_failing_requirement(first, json.loads((tmp_path / "first-run" / "report.json").read_text()))
     assert (tmp_path / "gen" / "python" / "cci_v1alpha1_pb2_grpc.py").is_file()
     if skipped:
         pytest.skip("; ".join(skipped) + " (the other blocks ran)")
+
+
+def skeleton_run_names_each_failing_requirement(stdout: str, report: dict) -> None:
+    """What `cci-conformance run` says of the Python skeleton of `init-driver` (the guide's first run, which is
+    the only run of a skeleton in the tests: tests/integration/test_init_driver.py checks the skeletons alone)."""
+    assert report["verdict"]["certified"] is False
+    by_id = {r["id"]: r for r in report["requirements"] if r["kind"] == "driver"}
+    assert by_id["REG-001"]["status"] == "pass"  # it registers
+    for rid, req in by_id.items():
+        if req["capability"] in KNOWN_CAPABILITIES:  # declared none: every such requirement is n/a, with why
+            assert req["status"] == "not-applicable" and req["capability"] in req["reason"], rid
+    failed = [r for r in by_id.values() if r["status"] == "fail"]
+    assert failed and all(f"FAIL     {r['id']}" in stdout for r in failed)
+    assert "choose_cpus is not written yet" in by_id["CLAIM-001"]["reason"]
 
 
 def test_guide_slow_blocks(tmp_path):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cci_conformance.drivers.manifest import load_manifest
 from cci_conformance.paths import PACKAGE_DIR
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -152,3 +153,11 @@ def test_go_driver_certifies_from_the_installed_wheel(installed):
                    cwd=driver, env=installed.env, check=True, timeout=60)
     report = certify(installed, installed.work / "go-report", "--driver", str(driver))
     assert report["run"]["driver"]["name"] == "go-reference"
+    # The Go reference's only certification in the tests (tests/integration/test_go_reference.py compares its
+    # replies with the Python one's): every requirement of a declared capability (or of none) ran and passed.
+    declared = set(report["run"]["driver"]["capabilities"])
+    assert declared == set(load_manifest(driver).capabilities)
+    assert {r["status"] for r in report["requirements"]} <= {"pass", "not-applicable"}
+    waived = [r["id"] for r in report["requirements"] if r["status"] == "not-applicable"
+              and (r.get("capability") is None or r.get("capability") in declared)]
+    assert not waived, f"requirements waived although the driver declares their capability: {waived}"
