@@ -1,0 +1,69 @@
+"""What a run does when not told: its workers, its scheduling scopes, ACCT-010's examples; bad counts refused."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from cci_conformance.certify.cli import default_workers, pytest_command
+from cci_conformance.certify.machine_scheduling import MachineScheduling
+from cci_conformance.certify.settings import STATEFUL_EXAMPLES, RunSettings, check_stateful_examples
+from cci_conformance.errors import ConfigError
+
+MACHINES = ("server-2s8c-smt2-intel", "server-2s-snc4", "hybrid-8p8e")
+
+
+def test_an_embedded_run_gets_a_worker_per_topology_up_to_the_cpus_and_kind_one_process():
+    assert default_workers("embedded", 3, cpus=2) == 2
+    assert default_workers("embedded", 3, cpus=8) == 3
+    assert default_workers("embedded", 1, cpus=8) == 0  # one machine: one process, no xdist
+    assert default_workers("embedded", 3, cpus=1) == 0
+    assert default_workers("kind", 2, cpus=8) == 0  # a kind machine is a cluster: -n is the user's to give
+
+
+def test_acct010_examples_are_the_backends_default_or_the_count_asked():
+    settings = RunSettings()
+    assert settings.stateful_examples_on("embedded") == STATEFUL_EXAMPLES["embedded"]
+    assert settings.stateful_examples_on("kind") == STATEFUL_EXAMPLES["kind"] < STATEFUL_EXAMPLES["embedded"]
+    assert settings.stateful_examples_on("another") == STATEFUL_EXAMPLES["embedded"]
+    settings.stateful_examples = 500
+    assert settings.stateful_examples_on("kind") == 500
+
+
+@pytest.mark.parametrize("count", [0, -3, 10**9, 2.5, "many"])
+def test_a_count_that_is_not_a_number_of_examples_is_a_config_error(count):
+    with pytest.raises(ConfigError, match="--stateful-examples") as caught:
+        check_stateful_examples(count, "--stateful-examples")
+    assert "whole number" in str(caught.value)
+    check_stateful_examples(None)
+    check_stateful_examples(1)
+
+
+def test_the_run_passes_the_count_and_its_workers_to_pytest(tmp_path):
+    settings = RunSettings(stateful_examples=200, catalog_path=tmp_path / "requirements.yaml")
+    args = argparse.Namespace(keyword=None, pytest_args=[])
+    cmd = pytest_command(settings, Path("suites"), tmp_path, args, workers=2)
+    assert cmd[cmd.index("--cci-stateful-examples") + 1] == "200"
+    assert cmd[cmd.index("-n") + 1] == "2" and cmd[cmd.index("--dist") + 1] == "loadscope"
+    plain = pytest_command(RunSettings(catalog_path=tmp_path / "r.yaml"), Path("suites"), tmp_path, args)
+    assert "--cci-stateful-examples" not in plain and "-n" not in plain
+
+
+def scheduler(by_module: bool) -> MachineScheduling:
+    made = MachineScheduling.__new__(MachineScheduling)  # _split_scope reads only these two
+    made.machines, made.by_module = MACHINES, by_module
+    return made
+
+
+def test_kind_scopes_a_machine_and_an_embedded_run_a_machine_in_one_module():
+    one, two = "suites/test_a.py::test_x[server-2s-snc4]", "suites/test_b.py::test_y[server-2s-snc4-case]"
+    kind = scheduler(by_module=False)
+    assert kind._split_scope(one) == kind._split_scope(two) == "machine server-2s-snc4"
+    embedded = scheduler(by_module=True)
+    assert embedded._split_scope(one) == "machine server-2s-snc4 in suites/test_a.py"
+    assert embedded._split_scope(two) == "machine server-2s-snc4 in suites/test_b.py"
+    assert embedded._split_scope("suites/test_a.py::test_z[hybrid-8p8e]") != embedded._split_scope(one)
+    # a test without a machine keeps loadscope's scope, its module
+    assert embedded._split_scope("suites/test_a.py::test_plain") == "suites/test_a.py"
