@@ -31,6 +31,7 @@ MARKERS = (
     "needs(*capabilities): driver capabilities the test needs (skipped with the reason when undeclared)",
     "fresh_node: give this test a node session of its own instead of the module's shared one",
     "node_profile(name): run this test's node with profiles/node/<name>.yaml",
+    "long: runs for many seconds (ACCT-010's random examples); a run spread over workers starts these first",
 )
 
 
@@ -222,7 +223,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
         return None
     from .certify.machine_scheduling import MachineScheduling
 
+    if not spreads:  # scopes in collection order, which starts the long tests first (_long_first), not by size
+        config.option.loadscopereorder = False
     return MachineScheduling(config, log, tuple(settings.topologies), by_module=not spreads)
+
+
+def _long_first(config: pytest.Config) -> bool:
+    """A worker of an embedded run spread by module scopes (pytest_xdist_make_scheduler): the longest tests go
+    first, so the last minute is not one machine's ACCT-010 while the other workers idle."""
+    return (_is_worker(config) and config.getoption("dist", None) == "loadscope"
+            and not _spreads_by_machine(config.stash[SETTINGS]))
 
 
 @pytest.hookimpl(trylast=True)
@@ -378,6 +388,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         # A real collection error: pytest (and xdist's controller) stop before running anything.
         report = pytest.CollectReport(item.nodeid, "failed", longrepr=problem, result=[])
         config.hook.pytest_collectreport(report=report)
+    if _long_first(config):
+        keep.sort(key=lambda i: i.get_closest_marker("long") is None)  # stable: otherwise collection order
     items[:] = keep
 
 

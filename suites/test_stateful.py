@@ -244,6 +244,7 @@ def run_rounds(machine, first: int, examples: int, per_round: int = ROUND) -> tu
 
 @pytest.mark.requirement("ACCT-010")
 @pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
+@pytest.mark.long
 def test_invariants_hold_under_random_interleavings(node, topology, driver_manifest, node_profile, cci_settings,
                                                      request, record_figure):
     """Every node invariant and every live grant's semantics MUST hold after every step of any interleaving."""
