@@ -258,7 +258,7 @@ def run_rounds(machine, first: int, pace: Pace = DEFAULT_PACE) -> tuple[int, int
 @pytest.mark.requirement("ACCT-010")
 @pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
 def test_invariants_hold_under_random_interleavings(node, topology, driver_manifest, node_profile, request,
-                                                     record_figure):
+                                                     record_figure, record_replay):
     """Every node invariant and every live grant's semantics MUST hold after every step of any interleaving."""
     session = node
     options = node_profile.get("cpuManagerPolicyOptions", {})
@@ -273,11 +273,12 @@ def test_invariants_hold_under_random_interleavings(node, topology, driver_manif
     except Exception as exc:
         given = [f"{opt} {shlex.quote(str(v))}" for opt in ("--cci-backend", "--cci-driver", "--cci-node-profile")
                  if (v := request.config.getoption(opt, None))]  # the replay runs where this run ran
-        replay = (f"hypothesis seed {machine.failed_seed} (replay: pytest suites/test_stateful.py "
-                  f"{' '.join([*given, ''])}--cci-topology {topology.name} {SEED_OPTION}={machine.failed_seed})")
+        record_replay(f"pytest suites/test_stateful.py {' '.join([*given, ''])}--cci-topology {topology.name} "
+                      f"{SEED_OPTION}={machine.failed_seed}")
         record_figure("stateful failing seed", machine.failed_seed)
-        # the seed first (reports shorten long reasons), then the first broken invariant, not hypothesis's
-        # report of a replay that diverged
-        pytest.fail(f"{replay}: {machine.broken[0] if machine.broken else exc}", pytrace=False)
+        # the first broken invariant (the violated rule, first and whole), not hypothesis's report of a replay
+        # that diverged; the replay command is its own field of the report
+        pytest.fail(f"{machine.broken[0] if machine.broken else exc} (hypothesis seed {machine.failed_seed})",
+                    pytrace=False)
     record_figure("stateful examples", examples)
     record_figure("stateful steps per example", STEPS)
