@@ -66,11 +66,12 @@ def test_removed_grant_is_free_for_the_next_admission(node, pods, topology, driv
 
 @pytest.mark.requirement("CLAIM-019")
 @pytest.mark.needs("groups")
-def test_groups_are_disjoint_and_rset_is_their_union(pods, topology, grant):
+def test_groups_are_disjoint_and_rset_is_their_union(pods, topology, driver_manifest, grant):
     """Each core group MUST get its own disjoint set meeting its attributes, and rSet MUST be their union."""
     claims = [params(group(2, "EXCLUSIVE"), group(4, "SHARED")),
               params(group(1, "SHARED"), group(3, "EXCLUSIVE"), group(2, "EXCLUSIVE"))]
-    if topology.threads_per_core > 1:
+    # a DENIED group withholds siblings beside the others; sent only to a driver declaring it (S1.11)
+    if topology.threads_per_core > 1 and driver_manifest.has("core-siblings"):
         claims.append(params(group(2, "EXCLUSIVE", "CORE-SIBLING-DENIED"), group(2, "SHARED")))
     for parameters in claims:
         result, problems = grant(parameters)
