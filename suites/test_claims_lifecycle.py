@@ -107,21 +107,27 @@ def test_replies_are_wellformed_cpulists_of_online_cpus(node, pods, topology, dr
 
 @pytest.mark.requirement("CLAIM-018")
 def test_repeated_admit_returns_the_same_grant(node, pods, grant):
-    """A repeated CCIAdmit for the same (pod, container, claim) MUST return the same cpuset and grant nothing new."""
-    parameters = exclusive(3)
-    result, _ = grant(parameters)
-    a = result.containers[0]
-    client = driver_client(node)
-    try:
-        namespace, claim_uid, claim_name = sent_claim(node, a.pod_uid, a.container)
-        retry = client.admit(pod=a.pod_uid, container=a.container, claim_uid=claim_uid,
-                             claim_name=claim_name, namespace=namespace, claim=handle(parameters),
-                             available=available_now(node.snapshot()) | a.cpus)
-    finally:
-        client.close()
-    assert not retry.err, f"a retried CCIAdmit was refused: {retry.err}"
-    assert retry.rSet.cpuset == fmt(a.cpus), f"retry answered {retry.rSet.cpuset}, first answer {fmt(a.cpus)}"
-    pods.delete(a.pod_uid)
+    """A repeated CCIAdmit for the same (pod, container, claim) MUST return the same cpuset and grant nothing new,
+    for either kind of group (S1.5 covers every admission: the node retries shared claims as well)."""
+    # SHARED first, on an idle node: a driver that places a repeat anew may pick other CPUs of the same pool
+    for parameters in (shared(2), exclusive(3)):
+        result, _ = grant(parameters)
+        a = result.containers[0]
+        answered = frozenset().union(*a.groups) if a.groups else a.cpus  # the driver's rSet, as the node took it
+        client = driver_client(node)
+        try:
+            namespace, claim_uid, claim_name = sent_claim(node, a.pod_uid, a.container)
+            retry = client.admit(pod=a.pod_uid, container=a.container, claim_uid=claim_uid,
+                                 claim_name=claim_name, namespace=namespace, claim=handle(parameters),
+                                 available=available_now(node.snapshot()) | answered)
+        finally:
+            client.close()
+        kind = "EXCLUSIVE" if a.exclusive else "SHARED"
+        assert not retry.err, f"a retried CCIAdmit of a {kind} claim was refused: {retry.err}"
+        assert retry.rSet.cpuset == fmt(answered) and retry.rSet.exclusive == a.exclusive, \
+            f"the retry of a {kind} claim answered {retry.rSet.cpuset} (exclusive={retry.rSet.exclusive}), the " \
+            f"first answer {fmt(answered)} (exclusive={a.exclusive})"
+        pods.delete(a.pod_uid)
     room = len(available_now(node.snapshot()))
     _, problems = grant(exclusive(room))
     assert not problems, problems
