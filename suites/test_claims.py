@@ -122,11 +122,16 @@ def test_exclusive_flag_matches_the_claim(node, driver_manifest, grant):
     a = result.containers[0]
     held = node.snapshot().exclusive.get(f"{a.pod_uid}/{a.container}", frozenset())
     assert a.exclusive and a.cpus <= held and not problems, problems or f"exclusive={a.exclusive}, held {fmt(held)}"
-    if driver_manifest.has("groups") and driver_manifest.has("shared"):
+    # "exactly when": a claim without an EXCLUSIVE group is flagged false (SHARED is base, never gated on a name)
+    plain, problems = grant(shared(2))
+    p = plain.containers[0]
+    assert not p.exclusive and not problems, problems or f"a SHARED claim was flagged exclusive: {fmt(p.cpus)}"
+    if driver_manifest.has("groups"):
         mixed, problems = grant(params(group(2, "SHARED"), group(2, "EXCLUSIVE")))
         assert not problems, problems
         m = mixed.containers[0]
         held = node.snapshot().exclusive.get(f"{m.pod_uid}/{m.container}", frozenset())
+        assert m.exclusive, "a claim with an EXCLUSIVE group was flagged exclusive=false"
         assert not held & m.groups[0], f"the SHARED group {fmt(m.groups[0])} is held exclusively"
 
 

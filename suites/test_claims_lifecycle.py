@@ -106,11 +106,15 @@ def test_replies_are_wellformed_cpulists_of_online_cpus(node, pods, topology, dr
 
 
 @pytest.mark.requirement("CLAIM-018")
-def test_repeated_admit_returns_the_same_grant(node, pods, grant):
+def test_repeated_admit_returns_the_same_grant(node, pods, driver_manifest, grant):
     """A repeated CCIAdmit for the same (pod, container, claim) MUST return the same cpuset and grant nothing new,
-    for either kind of group (S1.5 covers every admission: the node retries shared claims as well)."""
+    for either kind of group (S1.5 covers every admission: the node retries shared claims as well), and the same
+    groups for a claim of several."""
     # SHARED first, on an idle node: a driver that places a repeat anew may pick other CPUs of the same pool
-    for parameters in (shared(2), exclusive(3)):
+    claims = [shared(2), exclusive(3)]
+    if driver_manifest.has("groups"):
+        claims.append(params(group(1, "EXCLUSIVE"), group(2, "SHARED")))
+    for parameters in claims:
         result, _ = grant(parameters)
         a = result.containers[0]
         answered = frozenset().union(*a.groups) if a.groups else a.cpus  # the driver's rSet, as the node took it
@@ -127,6 +131,9 @@ def test_repeated_admit_returns_the_same_grant(node, pods, grant):
         assert retry.rSet.cpuset == fmt(answered) and retry.rSet.exclusive == a.exclusive, \
             f"the retry of a {kind} claim answered {retry.rSet.cpuset} (exclusive={retry.rSet.exclusive}), the " \
             f"first answer {fmt(answered)} (exclusive={a.exclusive})"
+        if a.groups:  # S1.5: same groups, in claim order
+            again = [g.cpuset for g in retry.groups]
+            assert again == [fmt(g) for g in a.groups], f"the retry answered groups {again}, first {a.groups}"
         pods.delete(a.pod_uid)
     room = len(available_now(node.snapshot()))
     _, problems = grant(exclusive(room))
