@@ -90,13 +90,15 @@ def test_driver_restart_keeps_its_admissions(node, pods):
     """After a driver restart (kill -9) a retried CCIAdmit of an earlier admission MUST return the same CPUs."""
     parameters = exclusive(3)
     first, second = pods.create(claim_pod(exclusive(3))), pods.create(claim_pod(parameters))
-    assert first.admitted and second.admitted
+    third = pods.create(claim_pod(shared(2)))  # a SHARED admission is kept and retried as well (S1.5, S1.9)
+    assert first.admitted and second.admitted and third.admitted
     node.restart_driver(hard=True)
     pods.delete(first.containers[0].pod_uid)  # frees other CPUs: a driver that forgot would pick those
-    retry = readmit(node, second, parameters)
-    before = fmt(second.containers[0].cpus)
-    assert not retry.err and retry.rSet.cpuset == before, \
-        f"after the restart the driver answered {retry.rSet.cpuset or retry.err!r}, before {before}"
+    for result, claim in ((second, parameters), (third, shared(2))):
+        retry = readmit(node, result, claim)
+        before = fmt(result.containers[0].cpus)
+        assert not retry.err and retry.rSet.cpuset == before, \
+            f"after the restart the driver answered {retry.rSet.cpuset or retry.err!r} for {claim}, before {before}"
 
 
 @pytest.mark.requirement("RESTART-006")
