@@ -167,16 +167,18 @@ def test_remove_after_driver_restart_frees_the_cpus(node, pods):
 
 @pytest.mark.requirement("RESTART-008")
 @pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
-def test_removed_admissions_stay_free_after_a_driver_restart(node, pods, topology, driver_manifest):
-    """After a driver restart (kill -9) nothing of an admission removed before it MUST come back: a claim of every
-    available CPU is granted (a state file that kept the removed admissions would hold their CPUs again)."""
+@pytest.mark.parametrize("hard", [True, False], ids=["kill", "sigterm"])  # S1.9: after any restart
+def test_removed_admissions_stay_free_after_a_driver_restart(node, pods, topology, driver_manifest, hard):
+    """After a driver restart (kill -9 or SIGTERM) nothing of an admission removed before it MUST come back: a
+    claim of every available CPU is granted (a state file that kept the removed admissions would hold their CPUs
+    again)."""
     denied = denied_siblings(topology, driver_manifest)
     kept = pods.create(claim_pod(exclusive(1)))  # a live admission across the restart, beside the removed ones
     removed = [pods.create(claim_pod(p)) for p in (exclusive(2), exclusive(2, *denied), shared(2))]
     assert kept.admitted and all(r.admitted for r in removed), [r.message for r in removed if not r.admitted]
     for r in removed:
         pods.delete(r.containers[0].pod_uid)
-    node.restart_driver(hard=True)
+    node.restart_driver(hard=hard)
     room = len(available_now(node.snapshot()))
     fill = pods.create(claim_pod(exclusive(room)))
     gone = fmt(frozenset().union(*(r.containers[0].cpus for r in removed)))
