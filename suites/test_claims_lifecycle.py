@@ -143,19 +143,20 @@ def test_repeated_admit_returns_the_same_grant(node, pods, driver_manifest, gran
 @pytest.mark.requirement("CLAIM-017")
 def test_repeated_or_unknown_remove_succeeds_and_changes_nothing(node, pods, grant):
     """A repeated CCIRemoveContainerResource, or one for an unknown container id, MUST succeed and change nothing."""
-    result, _ = grant(exclusive(2))
+    removed = [grant(exclusive(2))[0].containers[0], grant(shared(2))[0].containers[0]]  # either kind of group
     kept, _ = grant(exclusive(2))
-    a = result.containers[0]
     client = driver_client(node)
     try:
-        namespace, claim_uid, claim_name = sent_claim(node, a.pod_uid, a.container)
-        pods.delete(a.pod_uid)
-        again = client.remove(claim_uid=claim_uid, claim_name=claim_name, namespace=namespace,
-                              container_id=a.container_id)
+        repeats = []
+        for a in removed:
+            namespace, claim_uid, claim_name = sent_claim(node, a.pod_uid, a.container)
+            pods.delete(a.pod_uid)
+            repeats.append(client.remove(claim_uid=claim_uid, claim_name=claim_name, namespace=namespace,
+                                         container_id=a.container_id).err)
         unknown = client.remove(claim_uid="claim-never-seen", claim_name="claim", container_id="f" * 64)
     finally:
         client.close()
-    assert not again.err and not unknown.err, f"repeated: {again.err!r}; unknown: {unknown.err!r}"
+    assert not any(repeats) and not unknown.err, f"repeated (exclusive, shared): {repeats}; unknown: {unknown.err!r}"
     room = len(available_now(node.snapshot()))
     later, problems = grant(exclusive(room))
     assert not problems and not later.containers[0].cpus & kept.containers[0].cpus, problems
