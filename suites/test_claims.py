@@ -122,11 +122,16 @@ def test_exclusive_flag_matches_the_claim(node, driver_manifest, grant):
     a = result.containers[0]
     held = node.snapshot().exclusive.get(f"{a.pod_uid}/{a.container}", frozenset())
     assert a.exclusive and a.cpus <= held and not problems, problems or f"exclusive={a.exclusive}, held {fmt(held)}"
-    if driver_manifest.has("groups") and driver_manifest.has("shared"):
+    # "exactly when": a claim without an EXCLUSIVE group is flagged false (SHARED is base, never gated on a name)
+    plain, problems = grant(shared(2))
+    p = plain.containers[0]
+    assert not p.exclusive and not problems, problems or f"a SHARED claim was flagged exclusive: {fmt(p.cpus)}"
+    if driver_manifest.has("groups"):
         mixed, problems = grant(params(group(2, "SHARED"), group(2, "EXCLUSIVE")))
         assert not problems, problems
         m = mixed.containers[0]
         held = node.snapshot().exclusive.get(f"{m.pod_uid}/{m.container}", frozenset())
+        assert m.exclusive, "a claim with an EXCLUSIVE group was flagged exclusive=false"
         assert not held & m.groups[0], f"the SHARED group {fmt(m.groups[0])} is held exclusively"
 
 
@@ -204,8 +209,8 @@ def test_bind_required_places_the_group_on_one_node(node, topology, grant):
     """With NUMA-MEM-AFFINITY-BIND-REQUIRED every CPU of the group MUST be on one NUMA node."""
     nodes = cpu_nodes(topology)
     big = max(node_room(node, topology, nd) for nd in nodes)
-    for n in (2, 3, big - 1):
-        _, problems = grant(exclusive(n, mem=BIND_REQ))
+    for parameters in (*(exclusive(n, mem=BIND_REQ) for n in (2, 3, big - 1)), shared(3, mem=BIND_REQ)):
+        _, problems = grant(parameters)  # "the group": a SHARED group is bound as well
         assert not problems, problems
 
 
@@ -250,8 +255,9 @@ def test_interleave_required_takes_cpus_from_every_node(topology, grant):
 def test_interleave_preferred_spreads_when_it_can(topology, grant):
     """With NUMA-MEM-AFFINITY-INTERLEAVE-PREFERRED the group MUST span every node when possible, else be granted."""
     nodes = cpu_nodes(topology)
-    _, problems = grant(exclusive(2 * len(nodes), mem=SPREAD_PREF))
-    assert not problems, problems
+    for parameters in (exclusive(2 * len(nodes), mem=SPREAD_PREF), shared(len(nodes) + 1, mem=SPREAD_PREF)):
+        _, problems = grant(parameters)  # "the group": a SHARED group spreads as well
+        assert not problems, problems
     result, problems = grant(exclusive(len(nodes) - 1, mem=SPREAD_PREF))
     assert result.admitted and not problems, problems
 
@@ -261,8 +267,9 @@ def test_interleave_preferred_spreads_when_it_can(topology, grant):
 def test_device_required_places_the_group_on_the_device_node(node, topology, grant):
     """With NUMA-DEVICE-AFFINITY-REQUIRED every CPU MUST be on the named device's NUMA node; else refused."""
     dev = local_device(topology)
-    _, problems = grant(exclusive(3, device=dev.bdf, affinity=DEV_REQ))
-    assert not problems, problems
+    for parameters in (exclusive(3, device=dev.bdf, affinity=DEV_REQ), shared(2, device=dev.bdf, affinity=DEV_REQ)):
+        _, problems = grant(parameters)  # "every CPU of the group": a SHARED group too
+        assert not problems, problems
     room = node_room(node, topology, dev.numa_node)
     result, _ = grant(shared(room + 1, device=dev.bdf, affinity=DEV_REQ), expect_admitted=False)
     assert not result.admitted and result.reason == "CCIAdmitError", (result.reason, result.message)

@@ -66,11 +66,12 @@ def test_removed_grant_is_free_for_the_next_admission(node, pods, topology, driv
 
 @pytest.mark.requirement("CLAIM-019")
 @pytest.mark.needs("groups")
-def test_groups_are_disjoint_and_rset_is_their_union(pods, topology, grant):
+def test_groups_are_disjoint_and_rset_is_their_union(pods, topology, driver_manifest, grant):
     """Each core group MUST get its own disjoint set meeting its attributes, and rSet MUST be their union."""
     claims = [params(group(2, "EXCLUSIVE"), group(4, "SHARED")),
               params(group(1, "SHARED"), group(3, "EXCLUSIVE"), group(2, "EXCLUSIVE"))]
-    if topology.threads_per_core > 1:
+    # a DENIED group withholds siblings beside the others; sent only to a driver declaring it (S1.11)
+    if topology.threads_per_core > 1 and driver_manifest.has("core-siblings"):
         claims.append(params(group(2, "EXCLUSIVE", "CORE-SIBLING-DENIED"), group(2, "SHARED")))
     for parameters in claims:
         result, problems = grant(parameters)
@@ -105,22 +106,35 @@ def test_replies_are_wellformed_cpulists_of_online_cpus(node, pods, topology, dr
 
 
 @pytest.mark.requirement("CLAIM-018")
-def test_repeated_admit_returns_the_same_grant(node, pods, grant):
-    """A repeated CCIAdmit for the same (pod, container, claim) MUST return the same cpuset and grant nothing new."""
-    parameters = exclusive(3)
-    result, _ = grant(parameters)
-    a = result.containers[0]
-    client = driver_client(node)
-    try:
-        namespace, claim_uid, claim_name = sent_claim(node, a.pod_uid, a.container)
-        retry = client.admit(pod=a.pod_uid, container=a.container, claim_uid=claim_uid,
-                             claim_name=claim_name, namespace=namespace, claim=handle(parameters),
-                             available=available_now(node.snapshot()) | a.cpus)
-    finally:
-        client.close()
-    assert not retry.err, f"a retried CCIAdmit was refused: {retry.err}"
-    assert retry.rSet.cpuset == fmt(a.cpus), f"retry answered {retry.rSet.cpuset}, first answer {fmt(a.cpus)}"
-    pods.delete(a.pod_uid)
+def test_repeated_admit_returns_the_same_grant(node, pods, driver_manifest, grant):
+    """A repeated CCIAdmit for the same (pod, container, claim) MUST return the same cpuset and grant nothing new,
+    for either kind of group (S1.5 covers every admission: the node retries shared claims as well), and the same
+    groups for a claim of several."""
+    # SHARED first, on an idle node: a driver that places a repeat anew may pick other CPUs of the same pool
+    claims = [shared(2), exclusive(3)]
+    if driver_manifest.has("groups"):
+        claims.append(params(group(1, "EXCLUSIVE"), group(2, "SHARED")))
+    for parameters in claims:
+        result, _ = grant(parameters)
+        a = result.containers[0]
+        answered = frozenset().union(*a.groups) if a.groups else a.cpus  # the driver's rSet, as the node took it
+        client = driver_client(node)
+        try:
+            namespace, claim_uid, claim_name = sent_claim(node, a.pod_uid, a.container)
+            retry = client.admit(pod=a.pod_uid, container=a.container, claim_uid=claim_uid,
+                                 claim_name=claim_name, namespace=namespace, claim=handle(parameters),
+                                 available=available_now(node.snapshot()) | answered)
+        finally:
+            client.close()
+        kind = "EXCLUSIVE" if a.exclusive else "SHARED"
+        assert not retry.err, f"a retried CCIAdmit of a {kind} claim was refused: {retry.err}"
+        assert retry.rSet.cpuset == fmt(answered) and retry.rSet.exclusive == a.exclusive, \
+            f"the retry of a {kind} claim answered {retry.rSet.cpuset} (exclusive={retry.rSet.exclusive}), the " \
+            f"first answer {fmt(answered)} (exclusive={a.exclusive})"
+        if a.groups:  # S1.5: same groups, in claim order
+            again = [g.cpuset for g in retry.groups]
+            assert again == [fmt(g) for g in a.groups], f"the retry answered groups {again}, first {a.groups}"
+        pods.delete(a.pod_uid)
     room = len(available_now(node.snapshot()))
     _, problems = grant(exclusive(room))
     assert not problems, problems
@@ -129,19 +143,20 @@ def test_repeated_admit_returns_the_same_grant(node, pods, grant):
 @pytest.mark.requirement("CLAIM-017")
 def test_repeated_or_unknown_remove_succeeds_and_changes_nothing(node, pods, grant):
     """A repeated CCIRemoveContainerResource, or one for an unknown container id, MUST succeed and change nothing."""
-    result, _ = grant(exclusive(2))
+    removed = [grant(exclusive(2))[0].containers[0], grant(shared(2))[0].containers[0]]  # either kind of group
     kept, _ = grant(exclusive(2))
-    a = result.containers[0]
     client = driver_client(node)
     try:
-        namespace, claim_uid, claim_name = sent_claim(node, a.pod_uid, a.container)
-        pods.delete(a.pod_uid)
-        again = client.remove(claim_uid=claim_uid, claim_name=claim_name, namespace=namespace,
-                              container_id=a.container_id)
+        repeats = []
+        for a in removed:
+            namespace, claim_uid, claim_name = sent_claim(node, a.pod_uid, a.container)
+            pods.delete(a.pod_uid)
+            repeats.append(client.remove(claim_uid=claim_uid, claim_name=claim_name, namespace=namespace,
+                                         container_id=a.container_id).err)
         unknown = client.remove(claim_uid="claim-never-seen", claim_name="claim", container_id="f" * 64)
     finally:
         client.close()
-    assert not again.err and not unknown.err, f"repeated: {again.err!r}; unknown: {unknown.err!r}"
+    assert not any(repeats) and not unknown.err, f"repeated (exclusive, shared): {repeats}; unknown: {unknown.err!r}"
     room = len(available_now(node.snapshot()))
     later, problems = grant(exclusive(room))
     assert not problems and not later.containers[0].cpus & kept.containers[0].cpus, problems

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -89,13 +90,15 @@ def test_driver_restart_keeps_its_admissions(node, pods):
     """After a driver restart (kill -9) a retried CCIAdmit of an earlier admission MUST return the same CPUs."""
     parameters = exclusive(3)
     first, second = pods.create(claim_pod(exclusive(3))), pods.create(claim_pod(parameters))
-    assert first.admitted and second.admitted
+    third = pods.create(claim_pod(shared(2)))  # a SHARED admission is kept and retried as well (S1.5, S1.9)
+    assert first.admitted and second.admitted and third.admitted
     node.restart_driver(hard=True)
     pods.delete(first.containers[0].pod_uid)  # frees other CPUs: a driver that forgot would pick those
-    retry = readmit(node, second, parameters)
-    before = fmt(second.containers[0].cpus)
-    assert not retry.err and retry.rSet.cpuset == before, \
-        f"after the restart the driver answered {retry.rSet.cpuset or retry.err!r}, before {before}"
+    for result, claim in ((second, parameters), (third, shared(2))):
+        retry = readmit(node, result, claim)
+        before = fmt(result.containers[0].cpus)
+        assert not retry.err and retry.rSet.cpuset == before, \
+            f"after the restart the driver answered {retry.rSet.cpuset or retry.err!r} for {claim}, before {before}"
 
 
 @pytest.mark.requirement("RESTART-006")
@@ -162,17 +165,42 @@ def test_remove_after_driver_restart_frees_the_cpus(node, pods):
     fill_all(node, pods)
 
 
+@pytest.mark.requirement("RESTART-008")
+@pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
+@pytest.mark.parametrize("hard", [True, False], ids=["kill", "sigterm"])  # S1.9: after any restart
+def test_removed_admissions_stay_free_after_a_driver_restart(node, pods, topology, driver_manifest, hard):
+    """After a driver restart (kill -9 or SIGTERM) nothing of an admission removed before it MUST come back: a
+    claim of every available CPU is granted (a state file that kept the removed admissions would hold their CPUs
+    again)."""
+    denied = denied_siblings(topology, driver_manifest)
+    kept = pods.create(claim_pod(exclusive(1)))  # a live admission across the restart, beside the removed ones
+    removed = [pods.create(claim_pod(p)) for p in (exclusive(2), exclusive(2, *denied), shared(2))]
+    assert kept.admitted and all(r.admitted for r in removed), [r.message for r in removed if not r.admitted]
+    for r in removed:
+        pods.delete(r.containers[0].pod_uid)
+    node.restart_driver(hard=hard)
+    room = len(available_now(node.snapshot()))
+    fill = pods.create(claim_pod(exclusive(room)))
+    gone = fmt(frozenset().union(*(r.containers[0].cpus for r in removed)))
+    assert fill.admitted, (f"after the driver restart its {room} free CPUs could not all be granted; the admissions "
+                           f"removed before it held {gone}: {fill.reason}: {fill.message}")
+    assert not fill.containers[0].cpus & kept.containers[0].cpus and not node_problems(node), node_problems(node)
+
+
 @pytest.mark.requirement("RESTART-004")
 @pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
 def test_container_gone_while_node_down_is_released(node, pods, topology, node_profile, driver_manifest):
     """A container that vanished while the node was down MUST be dropped and its CPUs freed in node and driver."""
     results = load(pods, topology, node_profile, driver_manifest)
-    gone = results[1].containers[0]  # an exclusive grant: its CPUs must come back
+    # an exclusive grant, whose CPUs must come back: the DENIED one where it withholds siblings (they must too)
+    gone = results[3 if denied_siblings(topology, driver_manifest) else 1].containers[0]
+    footprint = node.snapshot().exclusive[f"{gone.pod_uid}/{gone.container}"]  # its CPUs and withheld siblings
     node.remove_container_behind_node(gone.pod_uid, gone.container)
     node.restart_node(hard=True)
     snap = node.snapshot()
     assert all((c.pod_uid, c.container) != (gone.pod_uid, gone.container) for c in snap.containers)
-    assert not gone.cpus & frozenset().union(*snap.exclusive.values()), "the vanished container's CPUs are held"
+    assert not footprint & frozenset().union(*snap.exclusive.values()), \
+        f"the vanished container's CPUs or withheld siblings are held: {fmt(footprint)}"
     wait_for(lambda: not node.snapshot().pending, 10.0, what="the node to deliver the owed CCIRemoveContainerResource")
     pods.forget(gone.pod_uid)
     pods.delete(gone.pod_uid)
@@ -181,19 +209,31 @@ def test_container_gone_while_node_down_is_released(node, pods, topology, node_p
 
 @pytest.mark.requirement("RESTART-005")
 @pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
-def test_node_killed_during_admission_leaves_nothing_half_granted(node, pods):
-    """A node and driver killed while CCIAdmit is in flight MUST come back with the pod absent and no CPU lost."""
+@pytest.mark.parametrize("answered", [False, True], ids=["driver-never-answered", "answer-lost"])
+def test_node_killed_during_admission_leaves_nothing_half_granted(node, pods, answered):
+    """A node and driver killed while CCIAdmit is in flight MUST come back with the pod absent and no CPU lost.
+
+    ``driver-never-answered``: both die before the driver reads the call. ``answer-lost``: the driver makes
+    the grant after the node died (its answer goes nowhere), then dies; the node's rollback (a Remove with an
+    empty container_id, S3.5) must make the driver let go of it, whatever the driver kept across its restart."""
     require_feature(node, "driver-pause")
     require_feature(node, "node-stop")
-    room = len(available_now(node.snapshot()))
-    pod = claim_pod(exclusive(2))
+    before = node.snapshot()
+    room, offered = len(available_now(before)), available_now(before)
+    parameters = exclusive(2)
+    pod = claim_pod(parameters)
     node.pause_driver()  # the driver has the request but has not answered (kill -9 of a stopped process works)
     outcome: list = []
     worker = threading.Thread(target=lambda: outcome.append(_try(node.create_pod, pod)), daemon=True)
+    granted: frozenset[int] = frozenset()
     try:
         worker.start()
         wait_for(lambda: admission_intent(node), 10.0, interval=0.01, what="the node to record its admission intent")
+        claim = claim_in_flight(node, pod.uid)
         node.stop_node(hard=True)
+        if answered:
+            node.resume_driver()
+            granted = grant_as_the_node_asked(node, pod, claim, parameters, offered)
         node.stop_driver(hard=True)
     finally:
         node.resume_driver()
@@ -212,7 +252,37 @@ def test_node_killed_during_admission_leaves_nothing_half_granted(node, pods):
         assert node.backend_name != "embedded", f"the interrupted pod came back on the embedded node: {mine}"
         assert all(c.running for c in mine) and len(held) == 2, f"the interrupted pod is half there: {mine}"
     assert len(available_now(snap)) == room - len(held) and not node_problems(node), node_problems(node)
-    fill_all(node, pods)
+    # The driver's books: every CPU the node holds for nobody must be grantable again, the rolled-back grant's
+    # included. A driver that acknowledged the rollback but kept the grant refuses this claim.
+    free = len(available_now(node.snapshot()))
+    last = pods.create(claim_pod(exclusive(free)))
+    assert last.admitted, (f"after the rollback the driver could not grant the node's {free} free CPUs "
+                           f"(the rolled-back grant held {fmt(granted) if granted else 'what the driver chose'}): "
+                           f"{last.reason}: {last.message}")
+
+
+def claim_in_flight(node, pod_uid: str) -> tuple[str, str, str]:
+    """(namespace, claim_uid, claim_name) of the admission the node has in flight for ``pod_uid``, read from its
+    checkpoint's owed Removes (docs/spec.md S3.5: the intent names the claim it will roll back)."""
+    for entry in json.loads(node.persisted_state().cci_content).get("pending", []):
+        if entry.get("why") == "admission" and entry.get("podUID") == pod_uid:
+            return entry["namespace"], entry["claimUID"], entry["claimName"]
+    raise AssertionError(f"the node's checkpoint names no claim in flight for pod {pod_uid}")
+
+
+def grant_as_the_node_asked(node, pod, claim: tuple[str, str, str], parameters: dict, offered) -> frozenset[int]:
+    """Make sure the driver holds the grant the dead node asked for: the same CCIAdmit again, which the driver
+    answers after the node's own (calls are serialised), idempotently if it already made it (S1.5). Returns
+    its CPUs; none when the driver refused the repeat (a refusal is CLAIM-018's business, not this test's:
+    a driver refusing a repeat as a conflict holds the node's own grant, and the rollback must free it)."""
+    namespace, claim_uid, claim_name = claim
+    client = driver_client(node)
+    try:
+        reply = client.admit(pod=pod.uid, container=pod.containers[0].name, claim_uid=claim_uid,
+                             claim_name=claim_name, namespace=namespace, claim=handle(parameters), available=offered)
+    finally:
+        client.close()
+    return frozenset() if reply.err else _cpus(reply.rSet.cpuset)
 
 
 def admission_intent(node) -> bool:

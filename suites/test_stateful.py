@@ -246,7 +246,7 @@ def run_rounds(machine, first: int, examples: int, per_round: int = ROUND) -> tu
 @pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
 @pytest.mark.long
 def test_invariants_hold_under_random_interleavings(node, topology, driver_manifest, node_profile, cci_settings,
-                                                     request, record_figure):
+                                                     request, record_figure, record_replay):
     """Every node invariant and every live grant's semantics MUST hold after every step of any interleaving."""
     session = node
     options = node_profile.get("cpuManagerPolicyOptions", {})
@@ -265,12 +265,13 @@ def test_invariants_hold_under_random_interleavings(node, topology, driver_manif
         given = [f"{opt} {shlex.quote(str(v))}" for opt in ("--cci-backend", "--cci-driver", "--cci-node-profile",
                                                                    "--cci-stateful-examples")
                  if (v := request.config.getoption(opt, None))]  # the replay runs where this run ran
-        replay = (f"hypothesis seed {machine.failed_seed} (replay: pytest suites/test_stateful.py "
-                  f"{' '.join([*given, ''])}--cci-topology {topology.name} {SEED_OPTION}={machine.failed_seed})")
+        record_replay(f"pytest suites/test_stateful.py {' '.join([*given, ''])}--cci-topology {topology.name} "
+                      f"{SEED_OPTION}={machine.failed_seed}")
         record_figure("stateful failing seed", machine.failed_seed)
         record_figure("stateful examples", machine.caught_at or machine.examples)  # up to the failing one
-        # the seed first (reports shorten long reasons), then the first broken invariant, not hypothesis's
-        # report of a replay that diverged
-        pytest.fail(f"{replay}: {machine.broken[0] if machine.broken else exc}", pytrace=False)
+        # the first broken invariant (the violated rule, first and whole), not hypothesis's report of a replay
+        # that diverged; the replay command is its own field of the report
+        pytest.fail(f"{machine.broken[0] if machine.broken else exc} (hypothesis seed {machine.failed_seed})",
+                    pytrace=False)
     record_figure("stateful examples", machine.examples)
     record_figure("stateful steps per example", STEPS)

@@ -26,7 +26,10 @@ PROP_NODE_FAULT = "cci_node_fault"  # the test failed on a NodeFault (backends/b
 NODE_FAULT_PREFIX = "the node failed, not the driver: "
 PROP_RUN_STOPPED = "cci_run_stopped"  # the test could not start a node and stopped the run (early_stop.py): untested
 RUN_STOPPED_PREFIX = "not run: the run stopped early (run.stopped_early): "
-MAX_REASON = 400
+PROP_REPLAY = "cci_replay"  # the command that replays a failure (fixtures/figures.py record_replay)
+# A reason is the violated rule, read in report.json, the summary and JUnit: long enough for a checker's whole
+# violation; only a runaway message (a repr of a whole ledger) is cut. A replay command is never part of it.
+MAX_REASON = 4000
 
 
 def _one_line(text: str) -> str:
@@ -123,8 +126,10 @@ class ResultCollector:
                     res.figures.append(dict(value))
             elif key == PROP_EVIDENCE:
                 res.evidence.extend(p for p in value if p not in res.evidence)
-            elif (key not in (PROP_NA, PROP_NODE_FAULT, PROP_RUN_STOPPED) and isinstance(value, int | float)
-                  and not isinstance(value, bool)):
+            elif key == PROP_REPLAY:
+                res.replay = str(value)
+            elif (key not in (PROP_NA, PROP_NODE_FAULT, PROP_RUN_STOPPED, PROP_REPLAY)
+                  and isinstance(value, int | float) and not isinstance(value, bool)):
                 fig = {"name": key, "value": value}
                 if fig not in res.figures:  # plain record_property numbers are figures too
                     res.figures.append(fig)

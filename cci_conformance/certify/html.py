@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from html import escape
 
-from .summary import verdict_label
+from .summary import status_text, verdict_label
 from .svg import growth_curve, histogram
 
 CSS = """
@@ -66,9 +66,13 @@ def _requirements_table(report: dict) -> str:
             "" if req["required"] else " (optional)"
         cap = f"<br><small>capability: {_e(req['capability'])}</small>" if req["capability"] else ""
         rows.append(f"<tr class='{_e(req['status'])}'><td id='{_e(req['id'])}'>{_e(req['id'])}</td>"
-                    f"<td>{_e(req['status'])}{req_mark}</td><td>{_e(req['text'])}{cap}</td>"
-                    f"<td><small>{_e(req['source'])}</small></td><td>{_e(req['reason'])}</td></tr>")
+                    f"<td>{_e(status_text(req))}{req_mark}</td><td>{_e(req['text'])}{cap}</td>"
+                    f"<td><small>{_e(req['source'])}</small></td><td>{_e(req['reason'])}{_replay(req)}</td></tr>")
     return f"<table>{head}{''.join(rows)}</table>"
+
+
+def _replay(entry: dict) -> str:
+    return f"<br>replay: <code>{_e(entry['replay'])}</code>" if entry.get("replay") else ""
 
 
 def _failures(report: dict) -> str:
@@ -81,7 +85,7 @@ def _failures(report: dict) -> str:
         for test in bad:
             links = " ".join(f"<a href='{_e(p)}'>{_e(p.rsplit('/', 1)[-1])}</a>" for p in test.get("evidence", []))
             items.append(f"<li><code>{_e(test['nodeid'])}</code>: {_e(test['outcome'])}: {_e(test['reason'])}"
-                         + (f"<br>evidence: {links}" if links else "") + "</li>")
+                         + _replay(test) + (f"<br>evidence: {links}" if links else "") + "</li>")
         parts.append(f"<h3><a href='#{_e(req['id'])}'>{_e(req['id'])}</a> {_e(req['text'])}</h3>"
                      f"<ul>{''.join(items)}</ul>")
     for err in report["errors"]:

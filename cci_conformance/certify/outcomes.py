@@ -59,12 +59,15 @@ class TestResult:
     na_kind: str = ""
     figures: list[dict] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)
+    replay: str = ""  # the command that replays this test's failure (kept apart so the reason stays the rule)
 
     def as_dict(self) -> dict:
         out = {"nodeid": self.nodeid, "outcome": self.outcome, "reason": self.reason,
                "duration_s": round(self.duration_s, 4)}
         if self.evidence:
             out["evidence"] = list(self.evidence)
+        if self.replay:
+            out["replay"] = self.replay
         return out
 
 
@@ -72,6 +75,26 @@ class TestResult:
 class Verdict:
     status: str
     reason: str
+    replay: str = ""  # a failed test's replay command (TestResult.replay), for a fail only
+
+
+def case_name(nodeid: str) -> str:
+    """The parameters of a test node id (``a[b-c]`` -> ``b-c``), else its function name."""
+    base, sep, params = nodeid.partition("[")
+    return params.removesuffix("]") if sep else base.rsplit("::", 1)[-1]
+
+
+def not_applicable_cases(results: list[TestResult]) -> str:
+    """What a passing requirement did not exercise (spec §4.3 rule 6): "" when every test passed, else
+    ``N case(s) not applicable: <reason> (<case>); ...``, each distinct reason once with the cases it hit."""
+    na = [r for r in results if r.outcome == NOT_APPLICABLE]
+    if not na:
+        return ""
+    by_reason: dict[str, list[str]] = {}
+    for r in na:
+        by_reason.setdefault(r.reason, []).append(case_name(r.nodeid))
+    parts = [f"{reason} ({', '.join(cases)})" for reason, cases in by_reason.items()]
+    return f"{len(na)} case{'s' if len(na) > 1 else ''} not applicable: " + "; ".join(parts)
 
 
 def _first(results: list[TestResult], outcomes: tuple[str, ...]) -> TestResult | None:
@@ -80,13 +103,14 @@ def _first(results: list[TestResult], outcomes: tuple[str, ...]) -> TestResult |
 
 def requirement_verdict(req: Requirement, results: list[TestResult], node_mode: str | None = None) -> Verdict:
     """Pass only when every test passed (or was not applicable); a test that did not run is never a pass.
+    A pass with not-applicable tests keeps them in its reason (:func:`not_applicable_cases`).
 
     A requirement the catalog scopes to other node modes than the run's is not applicable, unless a
     test of it failed (a failure always counts).
     """
     bad = _first(results, (FAILED, ERROR))
     if bad:
-        return Verdict(FAIL, f"{bad.nodeid}: {bad.reason}" if bad.reason else bad.nodeid)
+        return Verdict(FAIL, f"{bad.nodeid}: {bad.reason}" if bad.reason else bad.nodeid, bad.replay)
     if not req.applies_in(node_mode):
         return Verdict(NA, f"applies in {' and '.join(req.modes)} mode only; this run's node profile is in "
                            f"{node_mode} mode")
@@ -109,7 +133,8 @@ def requirement_verdict(req: Requirement, results: list[TestResult], node_mode: 
         first = not_run[0]
         return Verdict(UNTESTED, f"{len(not_run)} of {len(results)} tests did not run; "
                                  f"{first.nodeid}: {first.outcome}" + (f" ({first.reason})" if first.reason else ""))
-    return Verdict(PASS, "")
+    # A pass that left cases out says which and why: "pass" alone would claim more than was exercised.
+    return Verdict(PASS, not_applicable_cases(results))
 
 
 def results_by_requirement(catalog: Catalog, results: dict[str, TestResult]) -> dict[str, list[TestResult]]:

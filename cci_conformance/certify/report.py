@@ -64,11 +64,14 @@ def build_report(*, catalog: Catalog, results: dict[str, TestResult], run: dict,
         tests = by_req[req.id]
         verdict = requirement_verdict(req, tests, run.get("node_mode"))
         figures = [dict(fig, test=t.nodeid) for t in tests for fig in t.figures]
-        requirements.append({
+        entry = {
             "id": req.id, "area": req.area, "kind": req.kind, "text": req.text, "source": req.source,
             "capability": req.capability, "required": req.required, "status": verdict.status,
             "reason": verdict.reason, "tests": [t.as_dict() for t in tests], "figures": figures,
-        })
+        }
+        if verdict.replay:
+            entry["replay"] = verdict.replay
+        requirements.append(entry)
     areas = []
     for key, title in catalog.areas.items():  # the driver's requirements: preconditions are counted apart
         areas.append({"key": key, "title": title,

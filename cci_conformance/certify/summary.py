@@ -34,7 +34,21 @@ def progress_line(finished: int, total: int, result: TestResult) -> str:
            f"{result.nodeid}  {result.duration_s:.2f}s"
     if result.outcome in ("failed", "error") and result.reason:
         line += "\n" + "\n".join(reason_lines(result.reason, f"{PROGRESS_PREFIX}        "))
+    if result.outcome in ("failed", "error") and result.replay:
+        line += "\n" + "\n".join(replay_lines(result.replay, f"{PROGRESS_PREFIX}        "))
     return line
+
+
+def replay_lines(command: str, indent: str) -> list[str]:
+    """``replay: <command>`` under ``indent``, on one line and whole: a command cut or wrapped is not one to paste."""
+    return [f"{indent}replay: {' '.join(command.split())}"]
+
+
+def status_text(req: dict) -> str:
+    """A requirement's status as people read it: a pass that left cases out says so ("pass, 1 case not ...")."""
+    if req["status"] == "pass" and req.get("reason"):
+        return f"pass, {req['reason']}"
+    return req["status"]
 
 
 def _format_value(value: float, unit: str) -> str:
@@ -100,6 +114,13 @@ def summary_lines(report: dict, report_dir: Path | None) -> list[str]:
             lines.append(f"{req['status'].upper():<9}{req['id']:<12}({kind})")
             # an untested reason is the harness's, often one per requirement: shorter than a failure's evidence
             lines += reason_lines(req["reason"], " " * 9, MAX_REASON_CHARS if req["status"] == "fail" else 300)
+            if req.get("replay"):
+                lines += replay_lines(req["replay"], " " * 9)
+    partial = [r for r in report["requirements"] if r["status"] == "pass" and r.get("reason")]
+    if partial:  # passes that left cases out: the certificate did not exercise them here
+        lines += ["", "passed with cases not applicable:"]
+        for req in partial:
+            lines += reason_lines(f"{req['id']}: pass, {req['reason']}", "  ", 600)
     for err in report["errors"]:
         if err["kind"] == "driver-start" and run.get("stopped_early"):
             continue  # the STOPPED line above says it

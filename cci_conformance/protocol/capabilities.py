@@ -58,3 +58,70 @@ def needed_capabilities(claim) -> list[str]:
         if g.device_affinity in ("required", "preferred"):
             needed.add("device-affinity")
     return [name for name in OPTIONAL_CAPABILITIES if name in needed]
+
+
+def capabilities_used(parameters) -> list[str]:
+    """The optional capabilities claim ``parameters`` (a dict, JSON text or anything else) use, in
+    OPTIONAL_CAPABILITIES order, malformed parameters included: what a driver that does not declare them may
+    refuse for that reason alone (S1.11), so a test that sends them must need them.
+
+    Well-formed parameters are read by the claims reader (:func:`needed_capabilities` of the parsed claim);
+    an explicit CORE-SIBLING-PREFERRED counts too, since the suites send it only with `core-siblings` (S1.11).
+    Malformed ones are read entry by entry: several `cores` entries use `groups`, a range that parses as one
+    uses `core-ranges`, and an attribute name uses the capability that names it, even in a contradiction."""
+    import json
+
+    from .claims import (
+        DEVICE_ATTRS,
+        KEY_CORES,
+        KEY_CPU,
+        KEY_DEVICE,
+        KEY_MEM,
+        MEM_ATTRS,
+        SIBLING_ATTRS,
+        ClaimError,
+        parse_claim,
+    )
+
+    if isinstance(parameters, (str, bytes)):
+        try:
+            parameters = json.loads(parameters)
+        except ValueError:
+            return []
+    if not isinstance(parameters, dict):
+        return []
+    used: set[str] = set()
+    try:
+        used.update(needed_capabilities(parse_claim(parameters, None, tuple(OPTIONAL_CAPABILITIES))))
+    except ClaimError:
+        pass
+
+    def entries(key: str) -> list:
+        value = parameters.get(key)
+        return value if isinstance(value, list) else []
+
+    cores = entries(KEY_CORES)
+    if len(cores) > 1:
+        used.add("groups")
+    for count in cores:
+        try:
+            if parse_claim({KEY_CORES: [count]}, None, ("core-ranges",)).groups[0].is_range:
+                used.add("core-ranges")
+        except ClaimError:
+            pass
+    for attrs in entries(KEY_CPU):
+        names = attrs if isinstance(attrs, list) else [attrs]
+        if any(n in SIBLING_ATTRS for n in names if isinstance(n, str)):
+            used.add("core-siblings")
+    for attr in entries(KEY_MEM):
+        name = attr[0] if isinstance(attr, list) and len(attr) == 1 else attr
+        mode = MEM_ATTRS.get(name, "none") if isinstance(name, str) else "none"
+        if mode.startswith("bind"):
+            used.add("numa-bind")
+        if mode.startswith("interleave"):
+            used.add("numa-interleave")
+    for attr in entries(KEY_DEVICE):
+        affinity = attr.get("affinity") if isinstance(attr, dict) else attr
+        if isinstance(affinity, str) and DEVICE_ATTRS.get(affinity) in ("required", "preferred"):
+            used.add("device-affinity")
+    return [name for name in OPTIONAL_CAPABILITIES if name in used]

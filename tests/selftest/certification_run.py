@@ -34,6 +34,7 @@ class Certification:
     evidence: dict[str, str]  # requirement id -> the node and driver log tails of its failed tests
     stopped_early: str | None = None  # the run's startup probe found no registered driver: no test ran
     figures: dict[str, str] | None = None  # requirement id -> its figures ("name=value; ..."), e.g. ACCT-010's seed
+    replays: dict[str, str] | None = None  # requirement id -> the replay command of its failed test (report.json)
 
     def evidence_for(self, req_id: str) -> str:
         return self.evidence.get(req_id, "(no evidence collected)")
@@ -64,7 +65,8 @@ def certify(driver: Path, topologies: list[str], modules: list[str] | None = Non
                          output=proc.stdout[-4000:] + proc.stderr[-2000:], evidence=evidence,
                          stopped_early=report["run"].get("stopped_early"),
                          figures={r["id"]: "; ".join(f"{f.get('name')}={f.get('value')}" for f in r.get("figures", []))
-                                  for r in reqs})
+                                  for r in reqs},
+                         replays={r["id"]: r["replay"] for r in reqs if r.get("replay")})
 
 
 def run_pytest(argv: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:

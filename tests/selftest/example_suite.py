@@ -74,8 +74,9 @@ def test_free(node, pods):
 
 
 @pytest.mark.requirement("ACCT-003")
-def test_optional(node):
-    assert False, "optional behaviour missing"
+def test_optional(node, record_replay):
+    record_replay("pytest test_example.py --seed=" + "7" * 300)
+    assert False, "optional behaviour missing: " + "the rule, whole " * 40 + "END-OF-RULE"
 """
 
 

@@ -39,8 +39,24 @@ def test_every_status_lands_in_the_report(pytester, suite):
     assert by_id["ACCT-002"]["reason"] == "no test proves this requirement"
     # the catalog-listed test (no marker) counted for its requirement, on both topologies
     assert [t["outcome"] for t in by_id["ACCT-001"]["tests"]] == ["passed", "passed"]
-    # one test is not applicable on the one-node laptop; the requirement still passed on the server
+    # one test is not applicable on the one-node laptop; the requirement still passed on the server, and says
+    # which case it did not exercise (a plain "pass" would claim the laptop too)
     assert sorted(t["outcome"] for t in by_id["CLAIM-009"]["tests"]) == ["not-applicable", "passed"]
+    assert by_id["CLAIM-009"]["reason"] == ("1 case not applicable: not applicable on this topology: laptop-1s4c-smt2 "
+                                            "has one NUMA node (laptop-1s4c-smt2)")
+    text = "\n".join(result.outlines)
+    assert "CLAIM-009: pass, 1 case not applicable: not applicable on this topology" in text
+    assert "pass, 1 case not applicable: not applicable on this topology" in (suite / "out" / "report.html").read_text()
+    # a failure's rule is kept whole and first; its replay command has a field of its own everywhere
+    acct = by_id["ACCT-003"]
+    assert "END-OF-RULE" in acct["reason"] and "--seed" not in acct["reason"]
+    assert acct["replay"] == "pytest test_example.py --seed=" + "7" * 300
+    assert all(t["replay"] == acct["replay"] for t in acct["tests"])
+    assert "replay: pytest test_example.py --seed=7777" in text  # the summary and the progress lines
+    assert "END-OF-RULE" in text
+    assert "replay: <code>pytest test_example.py --seed=7777" in (suite / "out" / "report.html").read_text()
+    junit = (suite / "out" / "junit.xml").read_text()
+    assert 'name="cci_replay" value="pytest test_example.py --seed=7777' in junit
     figures = by_id["CLAIM-001"]["figures"]
     assert {f["topology"] for f in figures} == {"laptop-1s4c-smt2", "server-2s8c-smt2-intel"}
     assert all(f["budget"] == 0.01 and f["samples"] == [0.001, 0.002, 0.0015] for f in figures)

@@ -8,7 +8,12 @@ import pytest
 
 from cci_conformance.certify.catalog import load_catalog
 from cci_conformance.paths import SUITES_DIR
-from cci_conformance.protocol.capabilities import BASE_CAPABILITIES, OPTIONAL_CAPABILITIES, needed_capabilities
+from cci_conformance.protocol.capabilities import (
+    BASE_CAPABILITIES,
+    OPTIONAL_CAPABILITIES,
+    capabilities_used,
+    needed_capabilities,
+)
 from cci_conformance.protocol.claims import parse_claim
 
 
@@ -68,3 +73,29 @@ def test_needed_capabilities_of_a_claim(parameters, needed):
             parse_claim(parameters, None, ("core-ranges",))
         return
     assert needed_capabilities(parse_claim(parameters, None, ("core-ranges",))) == needed
+
+
+@pytest.mark.parametrize(("parameters", "used"), [
+    ("four arrays, please", []),
+    ({"cores": ["2"], "colour": ["blue"]}, []),
+    ({"cores": ["1-3"]}, ["core-ranges"]),
+    ({"cores": ["2"], "cpu attributes": [["EXCLUSIVE", "CORE-SIBLING-PREFERRED"]]}, ["core-siblings"]),  # S1.11
+    # malformed parameters still use what they name: a driver without it may refuse them for that alone
+    ({"cores": ["1", "1"], "cpu attributes": [["EXCLUSIVE"], ["TURBO"]]}, ["groups"]),
+    ({"cores": ["1"], "cpu attributes": [["SHARED", "CORE-SIBLING-DENIED"]]}, ["core-siblings"]),
+    ({"cores": ["1"], "device attributes": ["NUMA-DEVICE-AFFINITY-REQUIRED"]}, ["device-affinity"]),
+    ({"cores": ["x-1"], "mem attributes": [["NUMA-MEM-AFFINITY-INTERLEAVE-PREFERRED"]]}, ["numa-interleave"]),
+    ({"cores": ["1"], "cpu attributes": [["EXCLUSIVE"], ["SHARED"]]}, []),  # one group, a bad array
+    ('{"cores": ["2", "1-2"], "mem attributes": ["NUMA-MEM-AFFINITY-BIND-REQUIRED", "NO-MEM-AFFINITY"]}',
+     ["numa-bind", "core-ranges", "groups"]),
+])
+def test_capabilities_a_claims_parameters_use(parameters, used):
+    assert capabilities_used(parameters) == used
+
+
+def test_capabilities_used_agrees_with_the_parsed_claim_on_well_formed_parameters():
+    for parameters in ({"cores": ["1-3"], "cpu attributes": [["EXCLUSIVE", "CORE-SIBLING-DENIED"]]},
+                       {"cores": ["2", "2"], "device attributes": [
+                           {"affinity": "NUMA-DEVICE-AFFINITY-PREFERRED", "device": "0000:3b:00.0"},
+                           "NO-DEVICE-AFFINITY"]}):
+        assert capabilities_used(parameters) == needed_capabilities(parse_claim(parameters, None, ("core-ranges",)))

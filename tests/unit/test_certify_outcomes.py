@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from cci_conformance.certify.catalog import Requirement, parse_catalog
-from cci_conformance.certify.collector import PROP_FIGURE, PROP_NA, PROP_REQUIREMENTS, ResultCollector
+from cci_conformance.certify.collector import PROP_FIGURE, PROP_NA, PROP_REPLAY, PROP_REQUIREMENTS, ResultCollector
 from cci_conformance.certify.outcomes import (
     BACKEND_NA_PREFIX,
     TOPOLOGY_NA_PREFIX,
@@ -49,7 +49,38 @@ def r(outcome, kind="", reason="why", nodeid="t.py::x[a]"):
 def test_verdict_rules(req, results, status):
     verdict = requirement_verdict(req, results)
     assert verdict.status == status
-    assert (verdict.reason == "") == (status == "pass")
+    # a pass has no reason unless a case of it was not applicable: then it says so (never a plain pass)
+    assert (verdict.reason == "") == (status == "pass" and all(t.outcome == "passed" for t in results))
+
+
+def test_a_pass_with_not_applicable_cases_names_each_case_and_why():
+    backend = BACKEND_NA_PREFIX + "backend kind cannot hand the driver parameters that are not an object"
+    results = [r("passed", nodeid="t.py::x[unknown key-a]"),
+               r("not-applicable", "backend", backend, nodeid="t.py::x[not an object-a]"),
+               r("not-applicable", "capability", "driver d does not declare capability groups",
+                 nodeid="t.py::x[bad second group-a]"),
+               r("not-applicable", "capability", "driver d does not declare capability groups",
+                 nodeid="t.py::x[bad second group-b]")]
+    verdict = requirement_verdict(REQ_ANY, results)
+    assert verdict.status == "pass"
+    assert verdict.reason == (f"3 cases not applicable: {backend} (not an object-a); driver d does not declare "
+                              "capability groups (bad second group-a, bad second group-b)")
+    one = requirement_verdict(REQ_ANY, results[:2])
+    assert one.reason == f"1 case not applicable: {backend} (not an object-a)"
+
+
+def test_a_failure_keeps_its_rule_whole_and_its_replay_apart():
+    rule = "[S2.4] group 0: CORE-SIBLING-PREFERRED: 2 cores split " + "x" * 600
+    long = "E   AssertionError: " + rule
+    res = run(report("setup", "passed"),
+              report("call", "failed", [(PROP_REPLAY, "pytest suites/test_stateful.py --hypothesis-seed=5")],
+                     longrepr=long),
+              report("teardown", "passed"))
+    assert res.reason == "AssertionError: " + rule  # 400 characters used to cut it behind the replay command
+    assert res.replay == "pytest suites/test_stateful.py --hypothesis-seed=5"
+    assert res.as_dict()["replay"] == res.replay
+    verdict = requirement_verdict(REQ_ANY, [res])
+    assert verdict.status == "fail" and verdict.reason.endswith(rule) and verdict.replay == res.replay
 
 
 REQ_COEX = Requirement("ACCT-001", "accounting", "It MUST hold.", "seed meeting", None, True, (),
