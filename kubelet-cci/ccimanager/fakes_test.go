@@ -18,14 +18,14 @@ import (
 // fakeDriver is a CCI driver served over a real unix socket; reply decides each CCIAdmit answer.
 type fakeDriver struct {
 	cciv1alpha1.UnimplementedCCIDriverServer
-	mu      sync.Mutex
-	reply   func(*cciv1alpha1.AdmitRequest) *cciv1alpha1.AdmitResponse
-	delay   time.Duration
+	mu    sync.Mutex
+	reply func(*cciv1alpha1.AdmitRequest) *cciv1alpha1.AdmitResponse
+	delay time.Duration
 	// addDelay is how long each CCIAddContainerResource takes (a driver slow to start containers)
 	addDelay time.Duration
-	admits  []*cciv1alpha1.AdmitRequest
-	adds    []*cciv1alpha1.AddResourceRequest
-	removes []*cciv1alpha1.RemoveResourceRequest
+	admits   []*cciv1alpha1.AdmitRequest
+	adds     []*cciv1alpha1.AddResourceRequest
+	removes  []*cciv1alpha1.RemoveResourceRequest
 }
 
 func (f *fakeDriver) CCIAdmit(ctx context.Context, req *cciv1alpha1.AdmitRequest) (*cciv1alpha1.AdmitResponse, error) {
