@@ -29,6 +29,7 @@ class SessionConfig:
 FEATURES = {
     "node-stop": "stop_node()/start_node(): the node down while the runtime and the driver go on",
     "driver-pause": "pause_driver()/resume_driver(): hold the driver mid-answer (SIGSTOP/SIGCONT)",
+    # the endpoint the driver advertised in its registration, as the node accepted it (not where the backend put it)
     "cci-endpoint": "cci_endpoint(): dial the driver's CCI socket directly, for calls the node never sends",
     # KEP-3675's alpha takes claims through DRA, whose opaque device config is a JSON object (the API server
     # refuses anything else), so on a real kubelet a driver never receives other parameters.

@@ -25,6 +25,7 @@ from ..node.client import NodeClient
 from ..node.persisted import persisted_state
 from ..node.profile import parse_config
 from ..node.runtime import CPUSET_FILE, container_dir
+from ..node.watcher import registered_endpoint
 from ..paths import PROJECT_ROOT
 from ..procgroup import exit_status, running, stop_group, with_parent_death
 from ..protocol.protos import podresources_v1_pb2 as pr
@@ -291,10 +292,20 @@ class EmbeddedSession:
 
     # ---- the contract's feature hooks (backends/base.py FEATURES) ----
     def cci_endpoint(self) -> Path:
-        """The driver's CCI socket (docs/spec.md S1.2): protocol-level checks such as a retried CCIAdmit."""
+        """The CCI socket the driver advertised (docs/spec.md S1.2), for protocol-level checks such as a retried
+        CCIAdmit and for REG-002: the endpoint of the node's last accepted registration of it (its log,
+        node/watcher.py), not the folder this session gave the driver."""
         if self.driver is None:
             raise ConfigError("this session has no driver", field="driver_manifest", fix="open it with a manifest")
-        return self.driver.plugin_dir / "cci.sock"
+        try:
+            text = (self.logs / "node.log").read_text(errors="replace")
+        except FileNotFoundError:
+            text = ""
+        endpoint = registered_endpoint(text, self.driver.driver_name)
+        if endpoint is None:
+            raise LookupError(f"the node accepted no registration of {self.driver.driver_name}: "
+                              "no endpoint was advertised to it")
+        return Path(endpoint)
 
     def pause_driver(self) -> None:
         """SIGSTOP the driver: its calls hang until :meth:`resume_driver` (a driver busy answering)."""

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 
 from ..errors import ConfigError
 from ..node.profile import load_config
 from ..topology import library
-from . import cache, cluster, dracpu, dracpu_certify, nodeimage, toolchain
+from . import cache, cluster, dracpu, dracpu_certify, kubelet_hooks, nodeimage, toolchain
 from .cluster_config import ClusterPlan, NodePlan
+from .runner import CommandFailed
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
 
@@ -61,6 +63,17 @@ def _delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def _test_hooks(args: argparse.Namespace) -> int:
+    try:
+        result = kubelet_hooks.run_hook_tests(verbose=args.verbose)
+    except CommandFailed as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(result.output.rstrip())
+    print(json.dumps({"packages": list(result.packages), "seconds": round(result.seconds, 1)}))
+    return 0
+
+
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("kind", help="kind clusters with faked topologies (real kubelets)")
     sub = parser.add_subparsers(dest="kind_command", metavar="ACTION")
@@ -79,6 +92,10 @@ def add_parser(subparsers) -> None:
     delete = sub.add_parser("delete", help="delete clusters (and their networks) by name prefix")
     delete.add_argument("--prefix", default="cci-")
     delete.set_defaults(handler=_delete)
+    hooks = sub.add_parser("test-kubelet-hooks", help="run the Go tests of the kubelet patch's hooks inside the "
+                           "patched Kubernetes source tree (kubelet-cci/testdata/hooks)")
+    hooks.add_argument("--verbose", action="store_true", help="go test -v")
+    hooks.set_defaults(handler=_test_hooks)
     dracpu.add_parser(sub)  # build-dra-cpu: kubernetes-sigs/dra-driver-cpu image archives
     dracpu_certify.add_parser(sub)  # certify-dra-cpu: the dra-cpu profile on kind
     parser.set_defaults(handler=lambda args: parser.print_help() or 2)

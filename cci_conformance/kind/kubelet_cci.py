@@ -115,6 +115,30 @@ def _lay_module(files: tuple[tuple[str, str], ...], dest: Path) -> None:
         target.write_text(text)
 
 
+def kubelet_component() -> gobuild.GoComponent:
+    """The kubelet alone, from the patched copy of the Kubernetes module."""
+    return gobuild.GoComponent(
+        name="kubelet-cci", module=components.KUBERNETES.module, version=components.KUBERNETES.version,
+        binaries={"kubelet": KUBELET_PACKAGE}, ldflags=components.KUBERNETES.ldflags,
+        local_replace_version=components.KUBERNETES.local_replace_version)
+
+
+def prepare_tree(inputs: Inputs, work: Path, log: Path) -> Path:
+    """The build's source tree in ``work``: the module source patched, our two modules beside it, the wrapper
+    module that replaces all three with those directories (tidied). Returns the patched source. The hook tests
+    (kubelet_hooks.py) run in a tree made by this same function, so they test what the image builds."""
+    for stale in ("go.mod", "go.sum"):  # an interrupted attempt's wrapper would point at a half-made tree
+        (work / stale).unlink(missing_ok=True)
+    source = unpack_source(work / SOURCE_DIR, log)
+    apply_patches(source, inputs.patches, log)
+    _lay_module(inputs.package, work / PACKAGE_DIR)
+    _lay_module(inputs.api, work / API_DIR)
+    gobuild.write_wrapper_module(kubelet_component(), work, log, local_dirs={
+        components.KUBERNETES.module: SOURCE_DIR, PACKAGE_MODULE: PACKAGE_DIR, API_MODULE: API_DIR})
+    run(["go", "mod", "tidy"], timeout=1800, env=gobuild.go_env(), cwd=work, log=log, nice=True)
+    return source
+
+
 def build_kubelet(inputs: Inputs | None = None) -> Path:
     """Build (or reuse) the patched kubelet; returns the binary. Only this step reruns when a patch or
     the CCI package changes: the other Kubernetes binaries keep their own cached step."""
@@ -126,22 +150,10 @@ def build_kubelet(inputs: Inputs | None = None) -> Path:
         return binary
     work = step.prepare()
     log = work / "build.log"
-    for stale in ("go.mod", "go.sum"):  # an interrupted attempt's wrapper would point at a half-made tree
-        (work / stale).unlink(missing_ok=True)
     say(f"building the kubelet {components.KUBERNETES.version} with the CCI manager (log: {log})")
-    source = unpack_source(work / SOURCE_DIR, log)
-    apply_patches(source, inputs.patches, log)
-    _lay_module(inputs.package, work / PACKAGE_DIR)
-    _lay_module(inputs.api, work / API_DIR)
+    prepare_tree(inputs, work, log)
     binary.parent.mkdir(parents=True, exist_ok=True)
-    kubelet_only = gobuild.GoComponent(
-        name="kubelet-cci", module=components.KUBERNETES.module, version=components.KUBERNETES.version,
-        binaries={"kubelet": KUBELET_PACKAGE}, ldflags=components.KUBERNETES.ldflags,
-        local_replace_version=components.KUBERNETES.local_replace_version)
-    gobuild.write_wrapper_module(kubelet_only, work, log, local_dirs={
-        components.KUBERNETES.module: SOURCE_DIR, PACKAGE_MODULE: PACKAGE_DIR, API_MODULE: API_DIR})
-    run(["go", "mod", "tidy"], timeout=1800, env=gobuild.go_env(), cwd=work, log=log, nice=True)
-    run(["go", "build", "-trimpath", "-ldflags", " ".join(("-s", "-w", *kubelet_only.ldflags)),
+    run(["go", "build", "-trimpath", "-ldflags", " ".join(("-s", "-w", *kubelet_component().ldflags)),
          "-o", str(binary), KUBELET_PACKAGE], timeout=gobuild.BUILD_TIMEOUT_S, env=gobuild.go_env(), cwd=work,
         log=log, nice=True)
     # the unpacked source is ~100 MB and only an intermediate: the binary and the log are what stays

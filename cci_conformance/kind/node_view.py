@@ -179,22 +179,37 @@ def recorded_cpusets(text: str) -> dict[str, CPUs]:
     return out
 
 
-def kubelet_registrations(registry: str, since: float, driver: str) -> list[str | None]:
-    """The kubelet's answers to ``driver``'s registrations since ``since`` (epoch s), in order: None for a
-    registration, the reason for a refusal; from NodeRead.registry (journal lines in short-unix format)."""
-    events: list[str | None] = []
+def _registry_lines(registry: str, since: float):
+    """(line, klog key/value pairs) of the journal lines of CCI registrations logged at or after ``since``."""
     for line in registry.splitlines():
         stamp, _, rest = line.partition(" ")
         try:
             when = float(stamp)
         except ValueError:
             continue
-        if when < since:
-            continue
-        fields = {k: v.encode().decode("unicode_escape") for k, v in _KLOG_PAIR.findall(rest)}
+        if when >= since:
+            yield rest, {k: v.encode().decode("unicode_escape") for k, v in _KLOG_PAIR.findall(rest)}
+
+
+def kubelet_registrations(registry: str, since: float, driver: str) -> list[str | None]:
+    """The kubelet's answers to ``driver``'s registrations since ``since`` (epoch s), in order: None for a
+    registration, the reason for a refusal; from NodeRead.registry (journal lines in short-unix format)."""
+    events: list[str | None] = []
+    for rest, fields in _registry_lines(registry, since):
         if REGISTERED in rest and fields.get("driver") == driver:
             events.append(None)
         elif REFUSED in rest:  # a refused driver may have registered under another name: every refusal counts
             events.append(fields.get("reason", "(no reason logged)"))
     return events
+
+
+def kubelet_endpoint(registry: str, since: float, driver: str) -> str | None:
+    """The endpoint of ``driver``'s last registration the kubelet accepted since ``since``: the PluginInfo
+    endpoint the driver advertised, as kubelet-cci registry.go logs it when it opens its channel there;
+    None when the kubelet accepted no registration of it."""
+    endpoint = None
+    for rest, fields in _registry_lines(registry, since):
+        if REGISTERED in rest and fields.get("driver") == driver:
+            endpoint = fields.get("endpoint")
+    return endpoint
 

@@ -221,10 +221,14 @@ class KindSession:
         return last[0]
 
     def _admission_sums(self) -> tuple[float, float]:
-        """The sums of the kubelet's CCI histograms (kubelet-cci metrics.go): whole CCI admissions, CCIAdmit calls."""
+        """(node, driver) sums of the kubelet's CCI histograms (kubelet-cci metrics.go). The driver's part is
+        CCIAdmit and CCIAddContainerResource, as the embedded node's timer counts it (one pod start: Admit in
+        the admit handler, Add in PreStartContainer, both done when the pod runs); the node's part is the whole
+        CCI admission plus the Add."""
         text = self.api.node_proxy(self.node, "metrics")
-        return (sum(cci_deploy.metric_samples(text, "kubelet_cci_admission_duration_seconds_sum").values()),
-                sum(cci_deploy.metric_samples(text, "kubelet_cci_admit_duration_seconds_sum").values()))
+        admission, admit, add = (sum(cci_deploy.metric_samples(text, f"kubelet_cci_{name}_duration_seconds_sum")
+                                     .values()) for name in ("admission", "admit", "add_container"))
+        return admission + add, admit + add
 
     def _admission_seconds(self, before: tuple[float, float] | None) -> tuple[float, float]:
         """(node, driver) seconds of the one admission since ``before`` (this session admits one pod at a time).
@@ -433,9 +437,16 @@ class KindSession:
             node_exec(self.node, f"kill -CONT {pid} 2>/dev/null || true")  # it may have been killed meanwhile
 
     def cci_endpoint(self) -> Path:
-        """The driver's CCI socket (docs/spec.md S1.2), reached from the host through the worker container's
-        root (the harness runs as root beside docker, as for the pod-resources socket)."""
-        return Path(f"/proc/{self._node_pid()}/root{self.plan.plugin_dir}/cci.sock")
+        """The CCI socket the driver advertised (docs/spec.md S1.2): the endpoint of the kubelet's last accepted
+        registration of it (its journal, kubelet-cci registry.go), not the deployment plan's folder, so REG-002
+        judges what the driver said. Reached from the host through the worker container's root (the harness runs
+        as root beside docker, as for the pod-resources socket)."""
+        read = self._read()
+        endpoint = node_view.kubelet_endpoint(read.registry, read.kubelet_since, self.driver)
+        if endpoint is None:
+            raise LookupError(f"the kubelet of {self.node} accepted no registration of {self.driver} since it "
+                              f"started: no endpoint was advertised to it")
+        return Path(f"/proc/{self._node_pid()}/root{posixpath.normpath(endpoint)}")
 
     def _node_pid(self) -> str:
         return subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", self.node], capture_output=True,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
 import threading
 import time
@@ -20,6 +21,20 @@ from ..protocol.protos import pluginregistration_pb2_grpc as reg_grpc
 PLUGIN_TYPE = "CCIPlugin"  # docs/spec.md §1: the type a CCI driver advertises in PluginInfo
 SUPPORTED_VERSION = "v1alpha1"
 log = logging.getLogger("cci.node.watcher")
+# The node log's record of an accepted registration: the backend reads the endpoint the driver advertised from it
+# (registered_endpoint), as the kind backend reads the kubelet's journal.
+REGISTERED_LOG = "driver %s registered (endpoint %s)"
+
+
+def registered_endpoint(node_log: str, driver: str) -> str | None:
+    """The endpoint of the last registration of ``driver`` the node log records (the PluginInfo endpoint it
+    advertised and the watcher opened its channel to), or None when the node accepted none."""
+    pattern = re.compile(r"\b" + re.escape(REGISTERED_LOG % (driver, "@@")).replace("@@", "(.*)") + "$")
+    found = None
+    for line in node_log.splitlines():
+        if match := pattern.search(line):
+            found = match.group(1)
+    return found
 
 
 @dataclass
@@ -193,7 +208,7 @@ class PluginWatcher:
                 # A fresh channel serves the next call at once (the old one may sit in reconnect backoff after
                 # the driver was down); the old one closes once any call still on it has met its deadline.
                 self._retired.append((time.monotonic() + self.rpc_timeout_s + 1.0, old))
-        log.info("driver %s registered (endpoint %s)", info.name, info.endpoint)
+        log.info(REGISTERED_LOG, info.name, info.endpoint)
         if self.on_register is not None:
             self.on_register(info.name)  # owed Removes first, so a caller seeing the count sees them delivered
         with self._lock:

@@ -18,12 +18,14 @@ import (
 // fakeDriver is a CCI driver served over a real unix socket; reply decides each CCIAdmit answer.
 type fakeDriver struct {
 	cciv1alpha1.UnimplementedCCIDriverServer
-	mu      sync.Mutex
-	reply   func(*cciv1alpha1.AdmitRequest) *cciv1alpha1.AdmitResponse
-	delay   time.Duration
-	admits  []*cciv1alpha1.AdmitRequest
-	adds    []*cciv1alpha1.AddResourceRequest
-	removes []*cciv1alpha1.RemoveResourceRequest
+	mu    sync.Mutex
+	reply func(*cciv1alpha1.AdmitRequest) *cciv1alpha1.AdmitResponse
+	delay time.Duration
+	// addDelay is how long each CCIAddContainerResource takes (a driver slow to start containers)
+	addDelay time.Duration
+	admits   []*cciv1alpha1.AdmitRequest
+	adds     []*cciv1alpha1.AddResourceRequest
+	removes  []*cciv1alpha1.RemoveResourceRequest
 }
 
 func (f *fakeDriver) CCIAdmit(ctx context.Context, req *cciv1alpha1.AdmitRequest) (*cciv1alpha1.AdmitResponse, error) {
@@ -39,10 +41,16 @@ func (f *fakeDriver) CCIAdmit(ctx context.Context, req *cciv1alpha1.AdmitRequest
 	return reply(req), nil
 }
 
-func (f *fakeDriver) CCIAddContainerResource(_ context.Context, req *cciv1alpha1.AddResourceRequest) (*cciv1alpha1.AddResourceResponse, error) {
+func (f *fakeDriver) CCIAddContainerResource(ctx context.Context, req *cciv1alpha1.AddResourceRequest) (*cciv1alpha1.AddResourceResponse, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.adds = append(f.adds, req)
+	delay := f.addDelay
+	f.mu.Unlock()
+	select {
+	case <-time.After(delay):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	return &cciv1alpha1.AddResourceResponse{}, nil
 }
 

@@ -197,8 +197,15 @@ func (m *Manager) ContainerCreated(ctx context.Context, podUID, container, conta
 	if driver == nil {
 		return reject(ReasonDriverNotRegistered, true, "driver %s went away before CCIAddContainerResource", pyRepr(r.Driver))
 	}
-	if rej := driver.Add(ctx, &cciv1alpha1.AddResourceRequest{Cgroup: cgroup, Pod: podUID, Container: container,
-		ContainerId: containerID}); rej != nil {
+	call := time.Now()
+	rej := driver.Add(ctx, &cciv1alpha1.AddResourceRequest{Cgroup: cgroup, Pod: podUID, Container: container,
+		ContainerId: containerID})
+	outcome := "added"
+	if rej != nil {
+		outcome = rej.Reason
+	}
+	observeDriverAdd(driver.Name, time.Since(call), outcome)
+	if rej != nil {
 		return rej
 	}
 	r.ContainerID = containerID
