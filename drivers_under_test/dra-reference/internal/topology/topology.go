@@ -67,7 +67,9 @@ func Read(sysRoot string) (*Machine, error) {
 				filepath.Join(sysRoot, "devices", "system", "node"))
 		}
 		cpu.Node = node
-		cpu.CoreType = types[id]
+		if t, ok := types[id]; ok {
+			cpu.CoreType = t
+		}
 		m.CPUs[id] = cpu
 	}
 	return m, nil
