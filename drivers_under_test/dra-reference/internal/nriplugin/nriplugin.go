@@ -4,6 +4,7 @@ package nriplugin
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +21,9 @@ import (
 type Plugin struct {
 	Engine     *pinning.Engine
 	DriverName string
-	connected  atomic.Bool
+	// Dial connects to the runtime's socket; nil is NRI's default (tests wrap it to cut connections).
+	Dial      func(socket string) (net.Conn, error)
+	connected atomic.Bool
 }
 
 // Connected says whether the runtime holds a connection to the plugin now.
@@ -109,8 +112,12 @@ func (p *Plugin) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api.
 func (p *Plugin) Run(ctx context.Context, socket, name, index string) {
 	backoff := time.Second
 	for ctx.Err() == nil {
-		s, err := stub.New(p, stub.WithPluginName(name), stub.WithPluginIdx(index), stub.WithSocketPath(socket),
-			stub.WithOnClose(func() { p.connected.Store(false) }))
+		opts := []stub.Option{stub.WithPluginName(name), stub.WithPluginIdx(index), stub.WithSocketPath(socket),
+			stub.WithOnClose(func() { p.connected.Store(false) })}
+		if p.Dial != nil {
+			opts = append(opts, stub.WithDialer(p.Dial))
+		}
+		s, err := stub.New(p, opts...)
 		if err == nil {
 			p.Engine.SetPusher(func(updates []pinning.Update) error {
 				failed, err := s.UpdateContainers(ToNRI(updates))
