@@ -9,10 +9,10 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sync/atomic"
 	"syscall"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -119,19 +119,29 @@ func run(c config) error {
 	klog.InfoS("starting", "driver", c.driverName, "node", c.nodeName, "mode", c.mode, "online", machine.Online.String(),
 		"reserved", reserved.String(), "devices", len(devs), "claimsRestored", len(engine.Claims()))
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-
 	restCfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
 	if err != nil {
 		return fmt.Errorf("API server config: %w", err)
 	}
-	restCfg.Timeout = 30 * time.Second
+	restCfg.Timeout = 30 * time.Second // every API call the helper makes has a deadline
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return serve(ctx, c, client, devs, engine, mut)
+}
+
+// serve runs the NRI plugin, the kubelet plugin and /healthz until ctx ends or a fatal error.
+func serve(ctx context.Context, c config, client kubernetes.Interface,
+	devs []resourceapi.Device, engine *pinning.Engine, mut mutant.Name) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// The helper listens in <plugins>/<driver> but does not create it; on a fresh node it is absent.
+	dataDir := filepath.Join(c.pluginsDir, c.driverName)
+	if err := os.MkdirAll(dataDir, 0o750); err != nil {
+		return fmt.Errorf("plugin dir %s: %w", dataDir, err)
 	}
 	nri := &nriplugin.Plugin{Engine: engine, DriverName: c.driverName}
 	plugin := &kubeplugin.Plugin{Engine: engine, DriverName: c.driverName, CDIDir: c.cdiDir, Mutant: mut,
@@ -141,18 +151,22 @@ func run(c config) error {
 	helper, err := kubeletplugin.Start(ctx, plugin,
 		kubeletplugin.DriverName(c.driverName), kubeletplugin.NodeName(c.nodeName), kubeletplugin.KubeClient(client),
 		kubeletplugin.RegistrarDirectoryPath(c.registryDir),
-		kubeletplugin.PluginDataDirectoryPath(filepath.Join(c.pluginsDir, c.driverName)),
+		kubeletplugin.PluginDataDirectoryPath(dataDir),
 		kubeletplugin.HealthService(false))
 	if err != nil {
 		return fmt.Errorf("start the kubelet plugin: %w", err)
 	}
 	defer helper.Stop()
-	var published atomic.Bool
 	if err := helper.PublishResources(ctx, devices.Resources(c.nodeName, devs)); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while the first publication was still syncing
+		}
 		return fmt.Errorf("publish ResourceSlices: %w", err)
 	}
-	published.Store(true)
-	serveHealth(ctx, c.bind, func() bool { return published.Load() && nri.Connected() && helper.RegistrationStatus() != nil })
+	serveHealth(ctx, c.bind, func() bool {
+		status := helper.RegistrationStatus()
+		return nri.Connected() && status != nil && status.PluginRegistered
+	})
 	<-ctx.Done()
 	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
 		return cause
