@@ -1,0 +1,66 @@
+// Package mutant holds the one switch each deliberate fault of the driver is read from.
+package mutant
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Name is one mutant: a build of the driver that breaks exactly one rule (issue 25 item 3).
+type Name string
+
+// The mutants, each read at one place in the driver. The comment names the rule it breaks.
+const (
+	None Name = ""
+	// OverlappingGrants: under load (a claim prepared while another is held) the double-allocation
+	// check and the free set ignore the other claims' CPUs, so grants overlap.
+	OverlappingGrants Name = "overlapping-grants"
+	// SharedKeepsGranted: the shared pool keeps the lowest CPU of every grant.
+	SharedKeepsGranted Name = "shared-keeps-granted"
+	// ForgetsOnRestart: the checkpoint is written but never read back on start.
+	ForgetsOnRestart Name = "forgets-on-restart"
+	// NoSyncOnConnect: on (re)connecting to the runtime, running containers are left as they are,
+	// so containers created while the driver was down keep every CPU.
+	NoSyncOnConnect Name = "no-sync-on-connect"
+	// ReleasesOnStop: a claimed container's stop returns its claim's CPUs to the shared pool while
+	// the claim is still prepared (dra-driver-cpu #235 class).
+	ReleasesOnStop Name = "releases-on-stop"
+	// EmptyPoolEverything: the claim that empties the shared pool is prepared, and shared containers
+	// then get every unreserved CPU (dra-driver-cpu #295 class).
+	EmptyPoolEverything Name = "empty-pool-everything"
+	// SplitsCores: devices are listed (individual) and CPUs picked (grouped) one thread per core first.
+	SplitsCores Name = "splits-cores"
+	// WrongNUMAAttribute: every device publishes its NUMA node plus one.
+	WrongNUMAAttribute Name = "wrong-numa-attribute"
+	// SlowPrepare: every NodePrepareResources call takes SlowPrepareDelay longer.
+	SlowPrepare Name = "slow-prepare"
+	// SecondPodAllowed: a claim already used by one pod is given to a second pod's containers too.
+	SecondPodAllowed Name = "second-pod-allowed"
+)
+
+var all = []Name{OverlappingGrants, SharedKeepsGranted, ForgetsOnRestart, NoSyncOnConnect, ReleasesOnStop,
+	EmptyPoolEverything, SplitsCores, WrongNUMAAttribute, SlowPrepare, SecondPodAllowed}
+
+// All returns every mutant's name, sorted.
+func All() []string {
+	out := make([]string, 0, len(all))
+	for _, n := range all {
+		out = append(out, string(n))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Parse checks a --mutant value; the empty string is the correct driver.
+func Parse(value string) (Name, error) {
+	if value == "" {
+		return None, nil
+	}
+	for _, n := range all {
+		if string(n) == value {
+			return n, nil
+		}
+	}
+	return None, fmt.Errorf("--mutant=%q is not a mutant; use one of %s", value, strings.Join(All(), ", "))
+}

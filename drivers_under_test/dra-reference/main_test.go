@@ -1,0 +1,47 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/mutant"
+)
+
+// The harness's DaemonSet passes dra-driver-cpu style flags; the same argv must configure this driver.
+func TestDeploymentFlags(t *testing.T) {
+	t.Setenv("HOST_ROOT", "/host")
+	c, err := parseFlags([]string{"--v=4", "--cpu-device-mode=grouped", "--bind-address=:8081", "--hostname-override=w1",
+		"--group-by=numanode", "--reserved-cpus=0-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.mode != "grouped" || c.nodeName != "w1" || c.reserved != "0-1" || c.hostRoot != "/host" || c.bind != ":8081" ||
+		c.stateDir != "/var/lib/kubelet/plugins/"+DefaultDriverName {
+		t.Errorf("config %+v", c)
+	}
+}
+
+func TestRepeatedProgramNameIsAnError(t *testing.T) {
+	// As `args` after the entrypoint the program name comes first and Go's flag parsing would stop there.
+	if _, err := parseFlags([]string{"/dra-reference", "--cpu-device-mode=grouped"}); err == nil ||
+		!strings.Contains(err.Error(), "program name") {
+		t.Errorf("error %v", err)
+	}
+	if _, err := parseFlags([]string{"--group-by=socket"}); err == nil {
+		t.Error("--group-by=socket accepted")
+	}
+}
+
+func TestMutantNames(t *testing.T) {
+	if len(mutant.All()) != 10 {
+		t.Errorf("%d mutants, want the ten of issue 25", len(mutant.All()))
+	}
+	for _, name := range mutant.All() {
+		if m, err := mutant.Parse(name); err != nil || string(m) != name {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := mutant.Parse("nope"); err == nil || !strings.Contains(err.Error(), "slow-prepare") {
+		t.Errorf("unknown mutant: %v", err)
+	}
+}
