@@ -1,0 +1,91 @@
+"""The DRA suites against the in-process node model: a correct node passes, each broken rule fails its requirement."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cci_conformance.dra.fake import FakeDraSession
+from cci_conformance.dra.suite import OPENER
+from cci_conformance.paths import PROJECT_ROOT, SUITES_DIR
+
+pytest_plugins = ["pytester"]
+DRIVER = PROJECT_ROOT / "drivers_under_test" / "dra-driver-cpu"
+CATALOG = SUITES_DIR / "dra" / "requirements.yaml"
+TOPOLOGIES = ("laptop-1s4c-smt2", "server-2s8c-smt2-intel")
+ALL = {"CLAIM-601", "CLAIM-602", "CLAIM-603", "CLAIM-604", "CLAIM-605", "CLAIM-606", "ACCT-601", "RESTART-601",
+       "RESTART-602", "RESTART-603", "RESTART-604", "RESTART-605", "REG-601", "LAT-601"}
+
+
+class FakeOpener:
+    """Puts the fake node behind the suites (a run never can: only this stash key reaches it)."""
+
+    def __init__(self, faults=frozenset(), features=None):
+        self.faults, self.features, self.opened = frozenset(faults), features, []
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(self, config):
+        config.stash[OPENER] = self.open
+
+    def open(self, config):
+        session = FakeDraSession(config.topology, config.profile, self.faults)
+        if self.features is not None:
+            session.features = frozenset(self.features)
+        self.opened.append(session)
+        return session
+
+
+def run(pytester, opener: FakeOpener, *extra: str) -> dict:
+    args = [str(SUITES_DIR / "dra"), "-p", "no:cacheprovider", "--cci-driver", str(DRIVER), "--cci-backend", "kind",
+            "--cci-catalog", str(CATALOG), "--cci-report-dir", str(pytester.path / "out"),
+            *[a for t in TOPOLOGIES for a in ("--cci-topology", t)], *extra]
+    pytester.runpytest_inprocess(*args, plugins=[opener])
+    return json.loads((pytester.path / "out" / "report.json").read_text())
+
+
+def statuses(report: dict) -> dict[str, str]:
+    return {r["id"]: r["status"] for r in report["requirements"]}
+
+
+def test_a_correct_node_passes_every_requirement(pytester):
+    report = run(pytester, FakeOpener())
+    assert statuses(report) == dict.fromkeys(ALL, "pass"), statuses(report)
+
+
+@pytest.mark.parametrize(("fault", "fails"), [
+    ("split-cores", {"CLAIM-603"}),
+    ("ignore-selector", {"CLAIM-604"}),
+    ("wrong-count", {"CLAIM-601", "CLAIM-603", "CLAIM-605", "ACCT-601", "RESTART-601", "RESTART-602",
+                     "RESTART-603", "RESTART-604"}),
+    ("shared-overlaps", {"ACCT-601", "RESTART-601", "RESTART-603", "RESTART-604"}),
+    ("starve-shared", {"ACCT-601", "RESTART-601", "RESTART-602", "RESTART-603", "RESTART-604"}),
+    ("share-claim-across-pods", {"CLAIM-606"}),
+    ("forget-on-driver-restart", {"RESTART-603"}),
+    ("reprepare-on-kubelet-restart", {"RESTART-601"}),
+    ("leak-on-delete", {"RESTART-602"}),
+    ("slow-prepare", {"LAT-601"}),
+    ("publish-reserved", set()),  # policy none reserves nothing: REG-601 cannot tell (the static profile can)
+])
+def test_each_broken_rule_fails_its_requirement(pytester, fault, fails):
+    report = run(pytester, FakeOpener({fault}), "-x" if False else "-q")
+    got = statuses(report)
+    assert {r for r, s in got.items() if s == "fail"} == fails, got
+    assert {r for r, s in got.items() if s != "fail"} == ALL - fails and set(got.values()) <= {"pass", "fail"}
+
+
+def test_a_missing_hook_leaves_its_requirement_untested_never_passed(pytester):
+    features = {"kubelet-stop", "checkpoints", "driver-restart", "driver-stop", "container-restart", "metrics"}
+    report = run(pytester, FakeOpener(features=features))
+    got = statuses(report)
+    assert got["RESTART-601"] == "untested", got
+    assert {r for r, s in got.items() if s == "pass"} == ALL - {"RESTART-601"}
+    reason = next(t["reason"] for r in report["requirements"] if r["id"] == "RESTART-601" for t in r["tests"])
+    assert "kill -9 the kubelet" in reason
+
+
+def test_sessions_are_one_per_machine_and_closed(pytester):
+    opener = FakeOpener()
+    run(pytester, opener)
+    assert sorted(s.topology.name for s in opener.opened) == sorted(TOPOLOGIES)
+    assert all(not s._pods for s in opener.opened)
