@@ -239,10 +239,8 @@ class FakeDraSession:
     def restart_kubelet(self, hard: bool = True) -> None:
         if "reprepare-on-kubelet-restart" in self.faults:
             for claim in self._claims.values():
-                if claim.reserved_for:
-                    old, claim.cpus, claim.reserved_for = claim.cpus, frozenset(), set()
-                    claim.cpus = self._allocate(claim) or old
-                    claim.reserved_for = {p.spec.name for p in self._pods.values() if claim.name in p.claims}
+                if claim.reserved_for:  # prepared again while its old CPUs still count as taken: other CPUs
+                    claim.cpus = self._allocate(_Claim(claim.spec, claim.name)) or claim.cpus
             for pod in self._pods.values():
                 for state in pod.containers.values():
                     if pod.claims:
@@ -274,6 +272,8 @@ class FakeDraSession:
         self._driver_up = False
 
     def start_driver(self) -> None:
+        if "forget-on-driver-restart" in self.faults:  # a new driver process starts with nothing in memory
+            self._forgotten = self._granted()
         self._driver_up = True
         self._update_shared()
         for pod in self._pods.values():
