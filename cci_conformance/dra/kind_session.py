@@ -50,6 +50,7 @@ class KindDraSession:
         # the kubelet sees the real host under policy none: its cgroups say nothing about the faked CPUs
         self.features = frozenset(FEATURES) - {"cpuset-effective"}
         self._pause = ""
+        self._deleted_while_down: list[tuple[str, list[str]]] | None = None  # a list while the kubelet is stopped
 
     @classmethod
     def open(cls, config: DraSessionConfig) -> KindDraSession:
@@ -120,6 +121,12 @@ class KindDraSession:
                          or "{}")
         made = [c["resourceClaimName"] for c in raw.get("spec", {}).get("resourceClaims", [])
                 if c.get("resourceClaimName", "").startswith(name + "-")]
+        if self._deleted_while_down is not None:
+            # a deletion waits for the kubelet to confirm the pod stopped: with the kubelet down that is only
+            # once it is back (start_kubelet waits for it then)
+            self.cluster.kubectl("delete", "pod", name, "-n", POD_NS, "--ignore-not-found", "--wait=false")
+            self._deleted_while_down.append((name, made))
+            return
         self.inner.delete("pod", name, timeout=timeout)
         self.inner.delete("resourceclaim", *made, timeout=timeout)
 
@@ -170,10 +177,15 @@ class KindDraSession:
     def stop_kubelet(self) -> None:
         self._stopped_pid = self._kubelet_pid()
         self.inner.node_exec("systemctl", "stop", "kubelet")
+        self._deleted_while_down = []
 
     def start_kubelet(self) -> None:
         self.inner.node_exec("systemctl", "start", "kubelet")
         self._wait_kubelet(getattr(self, "_stopped_pid", ""))
+        pending, self._deleted_while_down = self._deleted_while_down or [], None
+        for name, made in pending:
+            self.inner.delete("pod", name, timeout=KUBELET_TIMEOUT_S)
+            self.inner.delete("resourceclaim", *made, timeout=KUBELET_TIMEOUT_S)
 
     def restart_driver(self, hard: bool = True) -> None:
         if hard:
