@@ -96,13 +96,14 @@ class KindDraSession:
         self.inner.apply(*pod_objects(pod, self.node, self._pause_image(), self.driver_name))
         if wait:
             try:
-                wait_for(lambda: self.pod(pod.name).running, timeout=timeout, interval=0.5,
+                wait_for(lambda: self.pod(pod.name, events=False).running, timeout=timeout, interval=0.5,
                          what=f"pod {pod.name} running")
             except TimeoutError as exc:
                 raise TimeoutError(f"{exc}; events: {self.pod(pod.name).events[-3:]}") from None
         return self.pod(pod.name)
 
-    def pod(self, name: str) -> PodState:
+    def pod(self, name: str, *, events: bool = True) -> PodState:
+        """The pod as the API server has it; ``events=False`` spares a polling loop one kubectl call a round."""
         raw = self.inner.get("pod", name)
         status = raw.get("status", {})
         containers = tuple(ContainerState(c["name"], c.get("containerID", "").split("://")[-1],
@@ -114,7 +115,7 @@ class KindDraSession:
         claims += tuple(c["resourceClaimName"] for c in raw["spec"].get("resourceClaims", [])
                         if c.get("resourceClaimName"))
         return PodState(name, raw["metadata"]["uid"], status.get("phase", ""), containers, tuple(dict.fromkeys(claims)),
-                        tuple(self.inner.pod_events(name)), _start_seconds(status))
+                        tuple(self.inner.pod_events(name)) if events else (), _start_seconds(status))
 
     def delete_pod(self, name: str, *, timeout: float = 120) -> None:
         raw = json.loads(self.cluster.kubectl("get", "pod", name, "-n", POD_NS, "-o", "json", "--ignore-not-found")
