@@ -10,7 +10,7 @@ import sys
 from ..errors import ConfigError
 from ..node.profile import load_config
 from ..topology import library
-from . import cache, cluster, dracpu, dracpu_certify, kubelet_hooks, nodeimage, toolchain
+from . import cache, cluster, dracpu, dracpu_certify, kubelet_hooks, nodeimage, toolchain, versions
 from .cluster_config import ClusterPlan, NodePlan
 from .runner import CommandFailed
 
@@ -18,17 +18,19 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
 
 
 def _build(args: argparse.Namespace) -> int:
+    release = versions.release(args.kubernetes)
     if args.cached_only:
         try:
             with cache.cached_only():
-                result = nodeimage.build_node_image(args.tag)
+                result = nodeimage.build_node_image(args.tag, release)
         except cache.NotCached as exc:
             print(json.dumps({"cached": False, "missing": str(exc)}))
             return 3
     else:
         with cache.building("the node image"):  # its steps are shared with every other build of this host
-            result = nodeimage.build_node_image(args.tag)
-    print(json.dumps({"image": result.image, "tag": result.tagged, "seconds": round(result.seconds, 1),
+            result = nodeimage.build_node_image(args.tag, release)
+    print(json.dumps({"kubernetes": release.kubernetes, "cci_kubelet": release.cci_kubelet, "image": result.image,
+                      "tag": result.tagged, "seconds": round(result.seconds, 1),
                       "reused": result.reused}))
     return 0
 
@@ -40,12 +42,15 @@ def _plan(args: argparse.Namespace) -> ClusterPlan:
     profile = load_config(args.profile, need_paths=False) if args.profile else None
     topology = library.resolve(args.topology) if args.topology else None
     workers = [NodePlan("worker", topology, profile)] + [NodePlan("worker") for _ in range(args.extra_workers)]
-    return ClusterPlan(args.name, args.image or nodeimage.default_image(), [NodePlan("control-plane"), *workers])
+    release = versions.release(args.kubernetes)
+    return ClusterPlan(args.name, args.image or nodeimage.default_image(release), [NodePlan("control-plane"), *workers],
+                       release=release)
 
 
 def _create(args: argparse.Namespace) -> int:
     plan = _plan(args)
-    kind = cluster.KindCluster(plan, kind=toolchain.kind_binary(), kubectl=toolchain.kubectl_binary())
+    kind = cluster.KindCluster(plan, kind=toolchain.kind_binary(plan.release),
+                               kubectl=toolchain.kubectl_binary(plan.release))
     try:
         kind.create()
         kind.wait_ready()
@@ -78,7 +83,11 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("kind", help="kind clusters with faked topologies (real kubelets)")
     sub = parser.add_subparsers(dest="kind_command", metavar="ACTION")
     build = sub.add_parser("build-node-image", help="build the offline node image (cached by versions)")
-    build.add_argument("--tag", default=None, help=f"image tag (default {nodeimage.default_image()})")
+    releases = ", ".join(sorted(versions.RELEASES))
+    build.add_argument("--kubernetes", default=versions.CCI.kubernetes,
+                       help=f"release to build ({releases}; default {versions.CCI.kubernetes}, the CCI-patched "
+                            "kubelet; the others are the release's own kubelet)")
+    build.add_argument("--tag", default=None, help="image tag (default cci-conformance/kind-node:<release>)")
     build.add_argument("--cached-only", action="store_true",
                        help="build nothing: exit 3 unless the image and every step are already cached (for CI)")
     build.set_defaults(handler=_build)
@@ -86,7 +95,8 @@ def add_parser(subparsers) -> None:
     create.add_argument("--name", default="cci-dev")
     create.add_argument("--topology", help="library topology name or spec file for the worker")
     create.add_argument("--profile", help="node profile (profiles/node/*.yaml) for the worker's CPU manager")
-    create.add_argument("--image", help="node image (default: the one build-node-image tags)")
+    create.add_argument("--kubernetes", default=versions.CCI.kubernetes, help=f"release of the nodes ({releases})")
+    create.add_argument("--image", help="node image (default: the one build-node-image tags for --kubernetes)")
     create.add_argument("--extra-workers", type=int, default=0, help="plain workers besides the faked one")
     create.set_defaults(handler=_create)
     delete = sub.add_parser("delete", help="delete clusters (and their networks) by name prefix")

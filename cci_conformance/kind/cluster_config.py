@@ -12,10 +12,12 @@ from ..errors import ConfigError
 from ..node.profile import NodeConfig
 from ..topology import render
 from ..topology.model import Topology
+from . import versions
 
 KIND_API = "kind.x-k8s.io/v1alpha4"
-# kind writes the kubeadm v1beta3 API for Kubernetes 1.23-1.35 nodes (maps for kubeletExtraArgs).
-KUBEADM_API = "kubeadm.k8s.io/v1beta3"
+# kind writes the kubeadm v1beta3 API for Kubernetes 1.23-1.35 nodes (maps for kubeletExtraArgs), v1beta4
+# from 1.36 (lists of {name, value}); a node patch must carry the API version kind writes (ClusterPlan.release).
+KUBEADM_API = versions.CCI.kubeadm_api
 
 
 @dataclass
@@ -42,6 +44,8 @@ class ClusterPlan:
     nodes: list[NodePlan]
     # Kubernetes feature gates for every component of every node (kind's cluster-wide featureGates).
     feature_gates: dict[str, bool] = field(default_factory=dict)
+    # The release the image was built for: it decides the kubeadm API of the node patches.
+    release: versions.Release = versions.CCI
 
     def node_names(self) -> list[str]:
         """Container names kind gives the nodes: <name>-control-plane, <name>-worker, <name>-worker2, ..."""
@@ -115,14 +119,22 @@ def kind_config(plan: ClusterPlan, workdir: Path) -> dict:
             if clash:
                 raise ConfigError(f"kubelet flag --{clash[0]} is set by the node profile", field="kubelet_flags",
                                   fix="set the CPU manager through the node profile, not as an extra flag")
-            patch = {"apiVersion": KUBEADM_API, "kind": kind,
-                     "nodeRegistration": {"kubeletExtraArgs": {**args, **node.kubelet_flags}}}
+            flags = {**args, **node.kubelet_flags}
+            if plan.release.kubeadm_api == "kubeadm.k8s.io/v1beta3":
+                extra: dict | list = flags
+            else:  # v1beta4: an ordered list of {name, value}
+                extra = [{"name": name, "value": value} for name, value in flags.items()]
+            patch = {"apiVersion": plan.release.kubeadm_api, "kind": kind,
+                     "nodeRegistration": {"kubeletExtraArgs": extra}}
             entry["kubeadmConfigPatches"] = [yaml.safe_dump(patch, sort_keys=True)]
         nodes.append(entry)
     # Cluster-wide: the kubelet must never write host-global kernel sysctls (the node image shows it
     # the values it wants on read-only files; with this it fails instead of writing if that broke).
     kubelet_patch = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
                      "protectKernelDefaults": True}
+    if plan.release.refuses_cgroup_v1:
+        # kind's hosts here are cgroup v1 (docs/kind.md); such a kubelet runs there only when told to (KEP-5573).
+        kubelet_patch["failCgroupV1"] = False
     config = {
         "kind": "Cluster",
         "apiVersion": KIND_API,

@@ -21,8 +21,8 @@ DEFAULT_REPOSITORY = "cci-conformance/kind-node"
 BASE_REPOSITORY = "cci-conformance/kind-base"
 
 
-def default_image() -> str:
-    return f"{DEFAULT_REPOSITORY}:{versions.KUBERNETES}"
+def default_image(release: versions.Release = versions.CCI) -> str:
+    return f"{DEFAULT_REPOSITORY}:{release.kubernetes}"
 
 
 @dataclass
@@ -101,10 +101,11 @@ def _write(target: Path, text: str, mode: int = 0o644) -> None:
 
 
 def _node_files(files: Path, k8s: Path, kubelet: Path, ctrd: Path, crictl: Path, recorder: Path,
-                pause_image: str) -> None:
+                pause_image: str, kubernetes: str = versions.KUBERNETES) -> None:
     for name in ("kubeadm", "kubectl"):
         _link(k8s / name, files / "usr/bin" / name)
-    # the kubelet with KEP-3675's CCI manager (kubelet-cci/README.md); unchanged without a CCI driver
+    # the CCI image: the kubelet with KEP-3675's CCI manager (kubelet-cci/README.md), unchanged without a
+    # CCI driver; the vanilla image: the release's own kubelet
     _link(kubelet, files / "usr/bin/kubelet")
     for name in ("containerd", "containerd-shim-runc-v2", "ctr"):
         _link(ctrd / name, files / "usr/local/bin" / name)
@@ -119,7 +120,7 @@ def _node_files(files: Path, k8s: Path, kubelet: Path, ctrd: Path, crictl: Path,
     _link(ASSETS / "10-kubeadm.conf", system / "kubelet.service.d/10-kubeadm.conf", 0o644)
     _write(files / "etc/containerd/config.toml", node_files.containerd_config(pause_image))
     _write(files / "etc/crictl.yaml", node_files.CRICTL_YAML)
-    _write(files / "kind/version", versions.KUBERNETES + "\n")
+    _write(files / "kind/version", kubernetes + "\n")
     _write(files / "kind/manifests/default-cni.yaml", node_files.DEFAULT_CNI_MANIFEST)
     _write(files / "kind/manifests/default-storage.yaml", node_files.DEFAULT_STORAGE_MANIFEST)
     for directory in ("etc/cni/net.d", "opt/nri/plugins", "etc/nri/conf.d", "var/lib/kubelet",
@@ -127,11 +128,14 @@ def _node_files(files: Path, k8s: Path, kubelet: Path, ctrd: Path, crictl: Path,
         (files / directory).mkdir(parents=True, exist_ok=True)
 
 
-def _prune(keep: set[str]) -> None:
-    """Remove node and base images of earlier builds (each is over a gigabyte); keep the current ones."""
+def _prune(keep: set[str], kubernetes: str = versions.KUBERNETES) -> None:
+    """Remove node images of earlier builds of this release and unused base images (each is over a gigabyte);
+    keep the current ones, and the other releases' node images (the CCI and the vanilla image live side by side)."""
     for repository in (DEFAULT_REPOSITORY, BASE_REPOSITORY):
         out = run(["docker", "images", repository, "--format", "{{.Repository}}:{{.Tag}}"], timeout=60)
-        stale = [ref for ref in out.split() if ref not in keep and not ref.endswith(":<none>")]
+        ours = f"{DEFAULT_REPOSITORY}:{kubernetes}"
+        stale = [ref for ref in out.split() if ref not in keep and not ref.endswith(":<none>")
+                 and (repository == BASE_REPOSITORY or ref == ours or ref.startswith(ours + "-"))]
         if stale:
             subprocess.run(["docker", "rmi", *stale], capture_output=True, check=False, timeout=300)
 
@@ -139,6 +143,8 @@ def _prune(keep: set[str]) -> None:
 # Labels of the node image: what a run on it reports (run_cluster.RunCluster.facts), and how a stale image is found.
 PATCH_LABEL = "io.cci-conformance.kubelet-patch"
 K8S_LABEL = "io.cci-conformance.kubernetes"
+# The patch label of an image whose kubelet is the release's own (no kubelet-cci patch).
+VANILLA_PATCH = "none"
 
 DOCKERFILE = """FROM {base}
 COPY files/ /
@@ -151,18 +157,21 @@ ENTRYPOINT ["/usr/local/bin/cci-node-entrypoint", "/sbin/init"]
 """
 
 
-def build_node_image(tag: str | None = None) -> BuildResult:
-    """Build (or reuse) the node image; every step is cached by the versions and files that feed it."""
+def build_node_image(tag: str | None = None, release: versions.Release = versions.CCI) -> BuildResult:
+    """Build (or reuse) the node image of a release; every step is cached by the versions and files that feed it."""
     start = time.monotonic()
-    tag = tag or default_image()
-    built = {c.name: gobuild.build(c) for c in components.ALL}
-    kubelet = kubelet_cci.build_kubelet()  # its own step: a patch change rebuilds only the kubelet
+    tag = tag or default_image(release)
+    built = {c.name: gobuild.build(c) for c in components.for_release(release).all}
+    if release.cci_kubelet:
+        kubelet = kubelet_cci.build_kubelet()  # its own step: a patch change rebuilds only the kubelet
+    else:
+        kubelet = built["kubernetes"] / "kubelet"
     pause = gobuild.build_local("pause", ASSETS / "pause.go")
     recorder = gobuild.build_local("cpuset-recorder", ASSETS / "cpuset-recorder.go")
     tarball = rootfs.build_rootfs()
     base = _base_image(tarball, key_of(str(tarball)))
 
-    references = images.image_list(built["kubernetes"] / "kubeadm", versions.KUBERNETES)
+    references = images.image_list(built["kubernetes"] / "kubeadm", release.kubernetes)
     pause_image = next(r for r in references if images.role_of(r) == "pause")
     component_keys = [str(p) for p in built.values()] + [str(pause)]
     # The image recipes are code: a change to them must rebuild the images.
@@ -193,7 +202,7 @@ def build_node_image(tag: str | None = None) -> BuildResult:
     # This module and node_files decide the file tree and the Dockerfile: their text is part of the key.
     layout = [Path(__file__).read_text(), Path(node_files.__file__).read_text()]
     final_key = key_of(store_step.key, assets, pause_image, layout, str(kubelet))
-    keyed = f"{DEFAULT_REPOSITORY}:{versions.KUBERNETES}-{final_key[:12]}"
+    keyed = f"{DEFAULT_REPOSITORY}:{release.kubernetes}-{final_key[:12]}"
     reused = image_exists(keyed)
     if not reused:
         ensure_may_build(keyed)
@@ -202,16 +211,16 @@ def build_node_image(tag: str | None = None) -> BuildResult:
         if files.exists():
             shutil.rmtree(files)
         _node_files(files, built["kubernetes"], kubelet, built["containerd"], built["crictl"], recorder,
-                    pause_image)
+                    pause_image, release.kubernetes)
+        patch = kubelet_cci.patch_digest(kubelet_cci.read_inputs()) if release.cci_kubelet else VANILLA_PATCH
         (context / "Dockerfile").write_text(DOCKERFILE.format(
-            base=base, patch_label=PATCH_LABEL, k8s_label=K8S_LABEL, kubernetes=versions.KUBERNETES,
-            patch=kubelet_cci.patch_digest(kubelet_cci.read_inputs())))
+            base=base, patch_label=PATCH_LABEL, k8s_label=K8S_LABEL, kubernetes=release.kubernetes, patch=patch))
         (context / ".dockerignore").write_text("archives\niptables\n*.log\n.done\n")
         say(f"docker build {keyed}")
         run(["docker", "build", "-t", keyed, str(context)], timeout=1800, log=context / "build.log",
             env={"DOCKER_BUILDKIT": "0"})
     run(["docker", "tag", keyed, tag], timeout=60)
-    _prune(keep={keyed, tag, base})
+    _prune(keep={keyed, tag, base}, kubernetes=release.kubernetes)
     return BuildResult(image=keyed, tagged=tag, seconds=time.monotonic() - start, reused=reused)
 
 
@@ -233,6 +242,8 @@ def stale_patch(facts: dict) -> str:
         here = kubelet_cci.patch_digest(kubelet_cci.read_inputs())
     except FileNotFoundError:
         return ""  # an installed harness has no kubelet-cci sources: the label is all there is
+    if facts["kubelet_patch"] == VANILLA_PATCH:
+        return ""  # an unpatched release: nothing of this checkout is in its kubelet
     if facts["kubelet_patch"] != here:
         return (f"the node image's kubelet was built from patch {facts['kubelet_patch'] or '(unlabelled)'}, "
                 f"this checkout's kubelet-cci is {here}")

@@ -6,15 +6,16 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from . import components, gobuild
+from . import components, gobuild, versions
 
 
-def kind_binary() -> Path:
-    return gobuild.build(components.KIND) / "kind"
+def kind_binary(release: versions.Release = versions.CCI) -> Path:
+    """The kind that creates this release's clusters (it writes the kubeadm config that release reads)."""
+    return gobuild.build(components.for_release(release).kind) / "kind"
 
 
-def kubectl_binary() -> Path:
-    return gobuild.build(components.KUBERNETES) / "kubectl"
+def kubectl_binary(release: versions.Release = versions.CCI) -> Path:
+    return gobuild.build(components.for_release(release).kubernetes) / "kubectl"
 
 
 def docker_problem() -> str | None:

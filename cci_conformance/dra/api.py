@@ -1,0 +1,295 @@
+"""The typed contract between the DRA suites and a node running a DRA CPU driver (DRA's NodeSession)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from ..cpuset import CPUs, format_cpulist
+from ..errors import ConfigError
+from ..topology.model import Topology
+from .recorder import Record
+
+POLICIES = ("none", "static")
+RESTART_POLICIES = ("Always", "OnFailure", "Never")
+
+
+@dataclass(frozen=True)
+class NodeProfile:
+    """The kubelet's CPU manager on the node under test: policy none, or static with reserved CPUs."""
+
+    name: str
+    policy: str = "none"
+    reserved: CPUs = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ConfigError(f"unknown CPU manager policy {self.policy!r}", field="cpuManagerPolicy",
+                              fix=f"use one of {', '.join(POLICIES)}")
+        if self.policy == "static" and not self.reserved:
+            # the kubelet refuses the static policy without a reserved CPU
+            raise ConfigError("the static policy needs reserved CPUs", field="reservedSystemCPUs",
+                              fix='reserve at least one CPU, e.g. "0"')
+
+    def describe(self) -> str:
+        return self.policy + (f", reserved {format_cpulist(self.reserved)}" if self.reserved else "")
+
+
+POLICY_NONE = NodeProfile("none")
+
+
+def static_reserved(reserved: CPUs = frozenset({0})) -> NodeProfile:
+    return NodeProfile("static-reserved", "static", frozenset(reserved))
+
+
+@dataclass(frozen=True)
+class ClaimSpec:
+    """Exactly ``count`` CPUs of the driver; a selector narrows them to one NUMA node or one socket."""
+
+    name: str
+    count: int
+    numa_node: int | None = None
+    socket: int | None = None
+    # True: a ResourceClaimTemplate, so the pod gets a claim of its own (named in PodState.claims).
+    template: bool = False
+
+    def __post_init__(self) -> None:
+        if self.count < 1:
+            raise ValueError(f"claim {self.name}: a claim asks for at least one CPU, not {self.count}")
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """One container: the pod's claims it consumes, or a Guaranteed CPU request (integer requests = limits)."""
+
+    name: str
+    claims: tuple[str, ...] = ()
+    guaranteed_cpus: int = 0
+
+
+@dataclass(frozen=True)
+class PodSpec:
+    """A pod on the node under test. ``claims`` are created with it; ``existing_claims`` name claims made before."""
+
+    name: str
+    containers: tuple[ContainerSpec, ...] = (ContainerSpec("c0"),)
+    claims: tuple[ClaimSpec, ...] = ()
+    existing_claims: tuple[str, ...] = ()
+    restart: str = "Always"
+    # An init container that runs until the session stops it: the kubelet prepares every claim of a pod
+    # before its first container (KEP-4381), so the claims are prepared and the containers not yet made.
+    hold_init: bool = False
+
+    def __post_init__(self) -> None:
+        if self.restart not in RESTART_POLICIES:
+            raise ValueError(f"pod {self.name}: restart policy {self.restart!r} is not one of {RESTART_POLICIES}")
+        known = {c.name for c in self.claims} | set(self.existing_claims)
+        for container in self.containers:
+            unknown = set(container.claims) - known
+            if unknown:
+                raise ValueError(f"pod {self.name}: container {container.name} uses unknown claims {sorted(unknown)}")
+
+    @classmethod
+    def claimed(cls, name: str, *counts: int, numa_node: int | None = None) -> PodSpec:
+        """One container ``c0`` consuming one claim per count (claims named ``<pod>-c<i>``)."""
+        claims = tuple(ClaimSpec(f"{name}-c{i}", n, numa_node=numa_node) for i, n in enumerate(counts))
+        return cls(name, (ContainerSpec("c0", tuple(c.name for c in claims)),), claims)
+
+    @classmethod
+    def shared(cls, name: str) -> PodSpec:
+        """A pod without claims: its container belongs in the shared pool."""
+        return cls(name)
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    name: str
+    container_id: str  # "" before the runtime made it
+    running: bool
+    restart_count: int = 0
+
+
+@dataclass(frozen=True)
+class PodState:
+    """A pod as the API server reports it, with the claims it ended up with and its events."""
+
+    name: str
+    uid: str
+    phase: str
+    containers: tuple[ContainerState, ...]
+    claims: tuple[str, ...] = ()  # ResourceClaim names, templates resolved
+    events: tuple[str, ...] = ()
+    scheduled_to_ready_s: float | None = None  # pod start latency (PodScheduled -> Ready), None before Ready
+
+    @property
+    def running(self) -> bool:
+        return bool(self.containers) and all(c.running for c in self.containers)
+
+    def container(self, name: str) -> ContainerState:
+        for c in self.containers:
+            if c.name == name:
+                return c
+        raise KeyError(f"pod {self.name} has no container {name}")
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A ResourceClaim's allocation result: its devices, their CPUs, and the pods it is reserved for."""
+
+    claim: str
+    allocated: bool
+    devices: tuple[str, ...] = ()
+    cpus: CPUs = frozenset()
+    reserved_for: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device of the driver's ResourceSlices on the node (a CPU in individual mode)."""
+
+    name: str
+    cpu: int | None
+    numa_node: int | None
+    socket: int | None
+    core: int | None
+    attributes: tuple[tuple[str, object], ...] = ()
+
+
+@dataclass(frozen=True)
+class PreparedClaim:
+    """One claim in the kubelet's ``dra_manager_state`` checkpoint."""
+
+    claim_uid: str
+    claim_name: str
+    namespace: str
+    pod_uids: frozenset[str]
+    devices: tuple[tuple[str, str, str], ...]  # (driver, pool, device)
+
+
+@dataclass(frozen=True)
+class CpuManagerView:
+    """The kubelet's ``cpu_manager_state``: the policy, its shared pool and what it pinned."""
+
+    policy: str
+    default_cpuset: CPUs
+    assigned: tuple[tuple[str, str, CPUs], ...] = ()  # (pod UID, container, CPUs)
+
+    def pinned(self) -> CPUs:
+        return frozenset().union(*(cpus for _, _, cpus in self.assigned))
+
+
+@dataclass(frozen=True)
+class KubeletCheckpoints:
+    prepared: tuple[PreparedClaim, ...]
+    cpu_manager: CpuManagerView
+
+    def claim(self, name: str, namespace: str = "default") -> PreparedClaim | None:
+        return next((c for c in self.prepared if (c.namespace, c.claim_name) == (namespace, name)), None)
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """A Prometheus histogram summed over the series that matched: cumulative buckets (upper bound, count)."""
+
+    name: str
+    buckets: tuple[tuple[float, int], ...]
+    count: int
+    total: float
+
+    def quantile_bound(self, q: float) -> float | None:
+        """The smallest bucket bound holding the q-quantile (the histogram cannot say more); None if empty."""
+        if self.count == 0:
+            return None
+        rank = q * self.count
+        for bound, cumulative in self.buckets:
+            if cumulative >= rank:
+                return bound
+        return float("inf")
+
+    def minus(self, before: Histogram) -> Histogram:
+        """The observations made since ``before`` (the kubelet's counters only grow while it runs)."""
+        earlier = dict(before.buckets)
+        return Histogram(self.name, tuple((b, c - earlier.get(b, 0)) for b, c in self.buckets),
+                         self.count - before.count, self.total - before.total)
+
+
+@dataclass(frozen=True)
+class KubeletMetrics:
+    # dra_grpc_operations_duration_seconds, method NodePrepareResources, gRPC status OK, this driver: one
+    # observation per call the kubelet made to the driver
+    node_prepare: Histogram
+    # dra_operations_duration_seconds{operation_name="PrepareResources",is_error="false"}: the kubelet's whole
+    # preparation of one pod (every pod, with or without claims)
+    prepare_resources: Histogram
+
+
+@dataclass(frozen=True)
+class DraSessionConfig:
+    """What a DRA suite asks for: a machine, a kubelet profile, the driver's manifest and a Kubernetes release."""
+
+    topology: Topology
+    profile: NodeProfile
+    driver_manifest: Path
+    kubernetes: str
+    workdir: Path
+    device_mode: str = "individual"
+    env: tuple[tuple[str, str], ...] = field(default=())
+
+
+# The hooks a session may not offer, and what each lets a test do. A test that needs one the session does not
+# list is untested with this text as its reason, never passed.
+FEATURES = {
+    "kubelet-restart": "restart_kubelet(): kill -9 the kubelet or systemctl restart it, containers running",
+    "kubelet-stop": "stop_kubelet()/start_kubelet(): the kubelet down while the API and the runtime go on",
+    "driver-restart": "restart_driver(): the driver process replaced, hard (killed) or graceful",
+    "driver-stop": "stop_driver()/start_driver(): no driver on the node for a while",
+    "container-restart": "stop_container(): a container killed, restarted by the kubelet in its pod",
+    "cpuset-effective": "effective_cpus(): the kernel's cpuset.cpus.effective of a container",
+    "checkpoints": "checkpoints(): the kubelet's dra_manager_state and cpu_manager_state files",
+    "metrics": "metrics(): the kubelet's DRA histograms",
+}
+
+
+def missing_feature(session: DraSession, feature: str) -> str:
+    """"" when the session offers ``feature``; otherwise the untested reason naming the backend."""
+    if feature not in FEATURES:
+        raise ValueError(f"unknown DRA session feature {feature!r}; known: {sorted(FEATURES)}")
+    if feature in session.features:
+        return ""
+    return f"backend {session.backend_name} cannot offer {FEATURES[feature].split(': ', 1)[1]} ({feature})"
+
+
+class DraSession(Protocol):
+    """One node of a real or modelled cluster running one DRA driver. Every call has a deadline; close() leaves
+    nothing behind. Claims are allocated by the scheduler and prepared by the kubelet, as on any cluster."""
+
+    backend_name: str
+    features: frozenset[str]
+    topology: Topology
+    profile: NodeProfile
+    node: str
+    driver_name: str
+
+    def create_pod(self, pod: PodSpec, *, wait: bool = True, timeout: float = 120) -> PodState: ...
+    # wait=True: until every container runs (TimeoutError otherwise); False: returns at once
+    def pod(self, name: str) -> PodState: ...
+    def delete_pod(self, name: str, *, timeout: float = 120) -> None: ...  # and the claims made with it
+    def allocation(self, claim: str) -> Allocation: ...
+    def slices(self) -> tuple[Device, ...]: ...
+    def cpuset_records(self) -> tuple[Record, ...]: ...  # the runtime's creates and updates, in order
+    def running_container_ids(self) -> frozenset[str]: ...
+
+    def restart_kubelet(self, hard: bool = True) -> None: ...
+    def stop_kubelet(self) -> None: ...
+    def start_kubelet(self) -> None: ...
+    def restart_driver(self, hard: bool = True) -> None: ...
+    def stop_driver(self) -> None: ...
+    def start_driver(self) -> None: ...
+    def stop_container(self, pod: str, container: str) -> None: ...
+
+    def effective_cpus(self, pod: str, container: str) -> CPUs: ...
+    def checkpoints(self) -> KubeletCheckpoints: ...
+    def metrics(self) -> KubeletMetrics: ...
+    def collect_evidence(self, dest: Path) -> list[Path]: ...
+    def close(self) -> None: ...

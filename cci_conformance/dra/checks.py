@@ -1,0 +1,98 @@
+"""What the DRA suites read off a session: current cpusets, the shared pool's expected set, overlaps, cores."""
+
+from __future__ import annotations
+
+from ..cpuset import CPUs, format_cpulist
+from ..topology.model import Topology
+from .api import DraSession, PodState
+from .recorder import EVERY_CPU, Record
+
+
+def fmt(cpus: CPUs | None) -> str:
+    return "every CPU (no cpuset)" if cpus is None else (format_cpulist(cpus) or "(none)")
+
+
+def current_cpus(records: tuple[Record, ...], container_id: str) -> CPUs | None:
+    """What the runtime last set for the container: its create's cpuset, then any non-empty update after it."""
+    last: CPUs | None = EVERY_CPU
+    for r in records:
+        if r.container_id == container_id and (r.op == "create" or r.cpus):
+            last = r.cpus
+    return last
+
+
+def creates(records: tuple[Record, ...], pod: str, container: str) -> list[Record]:
+    return [r for r in records
+            if r.op == "create" and r.kind == "container" and (r.pod, r.container) == (pod, container)]
+
+
+def claim_cpus(session: DraSession, pod: PodState) -> CPUs:
+    """Every CPU allocated to the pod's claims (API server)."""
+    return frozenset().union(*(session.allocation(c).cpus for c in pod.claims))
+
+
+def expected_pool(session: DraSession, grants: CPUs) -> CPUs:
+    """The shared pool as it must be: online CPUs minus the reserved ones minus every live exclusive grant."""
+    return session.topology.online_cpus - session.profile.reserved - grants
+
+
+def pool_problems(session: DraSession, shared_pods: list[str], grants: CPUs) -> list[str]:
+    """Each shared container whose current cpuset is not exactly the expected pool, with both sets."""
+    want = expected_pool(session, grants)
+    records = session.cpuset_records()
+    problems = []
+    for name in shared_pods:
+        for c in session.pod(name).containers:
+            have = current_cpus(records, c.container_id)
+            if have != want:
+                problems.append(f"{name}/{c.name} runs on {fmt(have)}; the pool is {fmt(want)} (online "
+                                f"{fmt(session.topology.online_cpus)} - reserved {fmt(session.profile.reserved)} - "
+                                f"grants {fmt(grants)})")
+    return problems
+
+
+def split_cores(topology: Topology, cpus: CPUs) -> list[CPUs]:
+    """The cores ``cpus`` holds only in part."""
+    return [core & cpus for core in topology.cores if core & cpus and not core <= cpus]
+
+
+def overlaps_over_time(records: tuple[Record, ...], owners: dict[tuple[str, str], CPUs],
+                       among: set[tuple[str, str]] | None = None) -> list[str]:
+    """Every record (of the containers ``among``, default all) asking for CPUs another (pod, container) of ``owners``
+    holds exclusively. Pass only records of the window in which the owners held them. A create without a cpuset
+    (every CPU) overlaps all."""
+    problems = []
+    for r in records:
+        if r.kind != "container" or (among is not None and (r.pod, r.container) not in among):
+            continue
+        if r.op == "update" and not r.cpus:
+            continue
+        for owner, cpus in owners.items():
+            if owner == (r.pod, r.container):
+                continue
+            overlap = cpus if r.cpus is None else (r.cpus & cpus)
+            if overlap:
+                problems.append(f"record {r.index}: {r.pod}/{r.container} {r.op} asked for {fmt(r.cpus)}, "
+                                f"overlapping {owner[0]}/{owner[1]}'s {fmt(overlap)}")
+    return problems
+
+
+# The driver's NRI plugin updates running containers after the runtime answers the kubelet: a pool check waits
+# this long for the update before it judges.
+SETTLE_S = 20.0
+
+
+def settled(problems_now, timeout: float = SETTLE_S) -> list[str]:
+    """``problems_now()`` once it is empty, or its last answer when ``timeout`` passed (a deadline, not a sleep)."""
+    from ..waiting import WaitTimeout, wait_for
+
+    last: list[list[str]] = [[]]
+
+    def clean() -> bool:
+        last[0] = problems_now()
+        return not last[0]
+    try:
+        wait_for(clean, timeout=timeout, interval=0.5, what="the shared pool to settle")
+    except WaitTimeout:
+        pass
+    return last[0]

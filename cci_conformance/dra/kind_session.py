@@ -1,0 +1,241 @@
+"""The DRA session on kind: a vanilla-kubelet worker with a faked machine, the driver of a dra/v1 manifest on it."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+
+from ..cpuset import CPUs
+from ..drivers.manifest import load_manifest
+from ..kind import dracpu, nodeimage, toolchain, versions
+from ..kind.cluster import KindCluster
+from ..kind.cluster_config import ClusterPlan, NodePlan
+from ..kind.dracpu_manifests import DRIVER_NAME, NAMESPACE, DriverDeployment
+from ..kind.dracpu_session import DraCpuSession
+from ..node.profile import parse_config
+from ..waiting import wait_for
+from . import kubelet_state
+from .api import (
+    FEATURES,
+    Allocation,
+    ContainerState,
+    Device,
+    DraSessionConfig,
+    KubeletCheckpoints,
+    KubeletMetrics,
+    PodSpec,
+    PodState,
+)
+from .objects import NAMESPACE as POD_NS
+from .objects import pod_objects
+from .recorder import Record
+
+# The faked machine is shown to the driver only (its sysfs hostPaths point here); with policy none the kubelet
+# sees the real host, which it needs: it writes every CPU it sees into the kubepods cpuset (docs/dra-cpu.md).
+MACHINE_ROOT = "/var/lib/cci-machine"
+KUBELET_TIMEOUT_S = 120
+
+
+class KindDraSession:
+    """One kind cluster made for one (machine, profile); the driver's deployment comes from its dra/v1 manifest."""
+
+    backend_name = "kind"
+
+    def __init__(self, cluster: KindCluster, inner: DraCpuSession, config: DraSessionConfig, driver_name: str):
+        self.cluster, self.inner, self.config = cluster, inner, config
+        self.topology, self.profile, self.node = config.topology, config.profile, inner.node
+        self.driver_name = driver_name
+        # the kubelet sees the real host under policy none: its cgroups say nothing about the faked CPUs
+        self.features = frozenset(FEATURES) - {"cpuset-effective"}
+        self._pause = ""
+        self._deleted_while_down: list[tuple[str, list[str]]] | None = None  # a list while the kubelet is stopped
+
+    @classmethod
+    def open(cls, config: DraSessionConfig) -> KindDraSession:
+        manifest = load_manifest(config.driver_manifest)
+        release = versions.release(config.kubernetes)
+        built = dracpu.build_image(manifest.version)
+        image = nodeimage.default_image(release)
+        if not nodeimage.image_exists(image):
+            raise RuntimeError(f"node image {image} is missing; fix: cci-conformance kind build-node-image "
+                               f"--kubernetes {release.kubernetes}")
+        static = config.profile.policy == "static"
+        profile = parse_config({"mode": "coexistence", "cpuManagerPolicy": "static", "cci": False,
+                                "reservedSystemCPUs": ",".join(map(str, sorted(config.profile.reserved)))}) \
+            if static else None
+        # under the static policy the kubelet pins Guaranteed pods: it must see the machine the driver sees
+        worker = NodePlan("worker", config.topology, profile, machine_root="/" if static else MACHINE_ROOT)
+        name = f"cci-dra-{os.getpid()}-{abs(hash((config.topology.name, config.profile.name))) % 1000}"
+        plan = ClusterPlan(name, image, [NodePlan("control-plane"), worker], release=release)
+        cluster = KindCluster(plan, kind=toolchain.kind_binary(release), kubectl=toolchain.kubectl_binary(release))
+        try:
+            cluster.create()
+            cluster.wait_ready()
+            node = plan.node_names()[1]
+            sysfs = "/sys" if static else MACHINE_ROOT + "/sys"
+            deployment = DriverDeployment(built.reference, node, device_mode=config.device_mode,
+                                          hybrid=bool(config.topology.core_types), node_sysfs=sysfs,
+                                          reserved_cpus=config.profile.reserved)
+            inner = DraCpuSession(cluster, node, config.topology, deployment)
+            inner.deploy(built.archive, built.reference)
+        except BaseException:
+            cluster.delete()
+            raise
+        # the driver name is fixed in dra-driver-cpu's source and names its DeviceClass; a manifest field for it
+        # comes with the second DRA driver (the reference driver)
+        return cls(cluster, inner, config, DRIVER_NAME)
+
+    # -- pods and claims --------------------------------------------------------------------------
+    def _pause_image(self) -> str:
+        self._pause = self._pause or self.inner.pause()
+        return self._pause
+
+    def create_pod(self, pod: PodSpec, *, wait: bool = True, timeout: float = 120) -> PodState:
+        self.inner.apply(*pod_objects(pod, self.node, self._pause_image(), self.driver_name))
+        if wait:
+            try:
+                wait_for(lambda: self.pod(pod.name, events=False).running, timeout=timeout, interval=0.5,
+                         what=f"pod {pod.name} running")
+            except TimeoutError as exc:
+                raise TimeoutError(f"{exc}; events: {self.pod(pod.name).events[-3:]}") from None
+        return self.pod(pod.name)
+
+    def pod(self, name: str, *, events: bool = True) -> PodState:
+        """The pod as the API server has it; ``events=False`` spares a polling loop one kubectl call a round."""
+        raw = self.inner.get("pod", name)
+        status = raw.get("status", {})
+        containers = tuple(ContainerState(c["name"], c.get("containerID", "").split("://")[-1],
+                                          bool(c.get("state", {}).get("running")), c.get("restartCount", 0))
+                           for c in status.get("containerStatuses", []))
+        if not containers:
+            containers = tuple(ContainerState(c["name"], "", False) for c in raw["spec"]["containers"])
+        claims = tuple(s.get("resourceClaimName", "") for s in status.get("resourceClaimStatuses", []) or [])
+        claims += tuple(c["resourceClaimName"] for c in raw["spec"].get("resourceClaims", [])
+                        if c.get("resourceClaimName"))
+        return PodState(name, raw["metadata"]["uid"], status.get("phase", ""), containers, tuple(dict.fromkeys(claims)),
+                        tuple(self.inner.pod_events(name)) if events else (), _start_seconds(status))
+
+    def delete_pod(self, name: str, *, timeout: float = 120) -> None:
+        raw = json.loads(self.cluster.kubectl("get", "pod", name, "-n", POD_NS, "-o", "json", "--ignore-not-found")
+                         or "{}")
+        made = [c["resourceClaimName"] for c in raw.get("spec", {}).get("resourceClaims", [])
+                if c.get("resourceClaimName", "").startswith(name + "-")]
+        if self._deleted_while_down is not None:
+            # a deletion waits for the kubelet to confirm the pod stopped: with the kubelet down that is only
+            # once it is back (start_kubelet waits for it then)
+            self.cluster.kubectl("delete", "pod", name, "-n", POD_NS, "--ignore-not-found", "--wait=false")
+            self._deleted_while_down.append((name, made))
+            return
+        self.inner.delete("pod", name, timeout=timeout)
+        self.inner.delete("resourceclaim", *made, timeout=timeout)
+
+    def allocation(self, claim: str) -> Allocation:
+        raw = self.inner.get("resourceclaim", claim)
+        results = ((raw.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", [])
+        mine = [r for r in results if r.get("driver") == self.driver_name]
+        cpu_of = {d.name: d.cpu for d in self.slices()}
+        cpus = frozenset(cpu_of[r["device"]] for r in mine if cpu_of.get(r["device"]) is not None)
+        reserved = tuple(r.get("name", "") for r in (raw.get("status") or {}).get("reservedFor", []) or [])
+        return Allocation(claim, bool(results), tuple(r["device"] for r in mine), cpus, reserved)
+
+    def slices(self) -> tuple[Device, ...]:
+        out = []
+        for name, attrs in sorted(self.inner.published().items()):
+            cpu, numa, socket, core = (attrs.get(f"{self.driver_name}/{key}")
+                                       for key in ("cpuID", "numaNodeID", "socketID", "coreID"))
+            out.append(Device(name, cpu, numa, socket, core, tuple(sorted(attrs.items()))))
+        return tuple(out)
+
+    def cpuset_records(self) -> tuple[Record, ...]:
+        return tuple(self.inner.log_records())
+
+    def running_container_ids(self) -> frozenset[str]:
+        return frozenset(self.inner.running_ids())
+
+    # -- the kubelet, the driver, a container --------------------------------------------------------
+    def _kubelet_pid(self) -> str:
+        return self.inner.node_exec("systemctl", "show", "-p", "MainPID", "--value", "kubelet").strip()
+
+    def _wait_kubelet(self, old_pid: str) -> None:
+        def back() -> bool:
+            pid = self._kubelet_pid()
+            healthy = self.inner.node_exec("sh", "-c", "curl -fsS http://127.0.0.1:10248/healthz || true") == "ok"
+            return pid not in ("", "0", old_pid) and healthy
+        wait_for(back, timeout=KUBELET_TIMEOUT_S, interval=1.0, what=f"the kubelet of {self.node} back and healthy")
+        # the restarted kubelet re-registers the driver (plugin watcher) before it prepares anything new
+        self.inner.wait_slices()
+
+    def restart_kubelet(self, hard: bool = True) -> None:
+        old = self._kubelet_pid()
+        if hard:
+            self.inner.node_exec("kill", "-9", old)  # systemd restarts it (Restart=always, kubelet.service)
+        else:
+            self.inner.node_exec("systemctl", "restart", "kubelet")
+        self._wait_kubelet(old)
+
+    def stop_kubelet(self) -> None:
+        self._stopped_pid = self._kubelet_pid()
+        self.inner.node_exec("systemctl", "stop", "kubelet")
+        self._deleted_while_down = []
+
+    def start_kubelet(self) -> None:
+        self.inner.node_exec("systemctl", "start", "kubelet")
+        self._wait_kubelet(getattr(self, "_stopped_pid", ""))
+        pending, self._deleted_while_down = self._deleted_while_down or [], None
+        for name, made in pending:
+            self.inner.delete("pod", name, timeout=KUBELET_TIMEOUT_S)
+            self.inner.delete("resourceclaim", *made, timeout=KUBELET_TIMEOUT_S)
+
+    def restart_driver(self, hard: bool = True) -> None:
+        if hard:
+            pod = self.inner.driver_pod()
+            self.cluster.kubectl("delete", "pod", pod["metadata"]["name"], "-n", NAMESPACE, "--grace-period=0",
+                                 "--force", timeout=60)
+            self.inner.wait_driver_ready()
+        else:
+            self.inner.restart_driver()
+        self.inner.wait_slices()
+
+    def stop_driver(self) -> None:
+        self.inner.pause_driver()
+
+    def start_driver(self) -> None:
+        self.inner.resume_driver()
+        self.inner.wait_slices()
+
+    def stop_container(self, pod: str, container: str) -> None:
+        self.inner.stop_container(self.pod(pod).container(container).container_id)
+
+    # -- what the kubelet keeps --------------------------------------------------------------------
+    def effective_cpus(self, pod: str, container: str) -> CPUs:
+        raise NotImplementedError("cpuset-effective: the kubelet of this worker sees the host, not the faked machine")
+
+    def checkpoints(self) -> KubeletCheckpoints:
+        dra = self.inner.node_exec("sh", "-c", f"cat {kubelet_state.DRA_STATE_PATH} 2>/dev/null || true")
+        cpu = self.inner.node_exec("cat", kubelet_state.CPU_STATE_PATH)
+        return kubelet_state.checkpoints(dra, cpu.encode())
+
+    def metrics(self) -> KubeletMetrics:
+        text = self.cluster.kubectl("get", "--raw", f"/api/v1/nodes/{self.node}/proxy/metrics", timeout=60)
+        return kubelet_state.metrics(text, self.driver_name)
+
+    def collect_evidence(self, dest: Path) -> list[Path]:
+        self.inner.save_artifacts(dest)
+        return sorted(dest.iterdir())
+
+    def close(self) -> None:
+        self.cluster.delete()
+
+
+def _start_seconds(status: dict) -> float | None:
+    """PodScheduled -> Ready, from the pod's own condition times (second resolution, as the API keeps them)."""
+    times = {c["type"]: c.get("lastTransitionTime") for c in status.get("conditions", []) if c.get("status") == "True"}
+    if not times.get("PodScheduled") or not times.get("Ready"):
+        return None
+
+    def at(text: str) -> datetime:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return (at(times["Ready"]) - at(times["PodScheduled"])).total_seconds()
+

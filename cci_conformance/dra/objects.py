@@ -1,0 +1,57 @@
+"""The Kubernetes objects of a PodSpec: its ResourceClaims or ResourceClaimTemplates and the pod consuming them."""
+
+from __future__ import annotations
+
+from .api import ClaimSpec, PodSpec
+
+NAMESPACE = "default"
+
+
+def _request(claim: ClaimSpec, driver: str) -> dict:
+    exactly: dict = {"deviceClassName": driver, "allocationMode": "ExactCount", "count": claim.count}
+    selectors = []
+    # dra-driver-cpu publishes its attributes in its own domain (dra.cpu/numaNodeID, dra.cpu/socketID)
+    if claim.numa_node is not None:
+        selectors.append(f'device.attributes["{driver}"].numaNodeID == {claim.numa_node}')
+    if claim.socket is not None:
+        selectors.append(f'device.attributes["{driver}"].socketID == {claim.socket}')
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    return {"devices": {"requests": [{"name": "cpus", "exactly": exactly}]}}
+
+
+def claim_object(claim: ClaimSpec, driver: str) -> dict:
+    if claim.template:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": claim.name, "namespace": NAMESPACE}, "spec": {"spec": _request(claim, driver)}}
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": claim.name, "namespace": NAMESPACE}, "spec": _request(claim, driver)}
+
+
+def pod_objects(pod: PodSpec, node: str, image: str, driver: str) -> list[dict]:
+    """Claims first, then the pod. It goes through the scheduler (a nodeSelector): only the scheduler allocates
+    claims (KEP-4381), a pod bound by nodeName would wait for an allocation for ever."""
+    refs = [{"name": c.name, **({"resourceClaimTemplateName": c.name} if c.template else {"resourceClaimName": c.name})}
+            for c in pod.claims]
+    refs += [{"name": name, "resourceClaimName": name} for name in pod.existing_claims]
+    containers = []
+    for c in pod.containers:
+        entry: dict = {"name": c.name, "image": image, "imagePullPolicy": "Never"}
+        resources: dict = {}
+        if c.claims:
+            resources["claims"] = [{"name": name} for name in c.claims]
+        if c.guaranteed_cpus:
+            amount = {"cpu": str(c.guaranteed_cpus), "memory": "64Mi"}
+            resources["requests"], resources["limits"] = amount, dict(amount)
+        if resources:
+            entry["resources"] = resources
+        containers.append(entry)
+    spec: dict = {"nodeSelector": {"kubernetes.io/hostname": node}, "containers": containers,
+                  "terminationGracePeriodSeconds": 0, "restartPolicy": pod.restart}
+    if refs:
+        spec["resourceClaims"] = refs
+    if pod.hold_init:
+        spec["initContainers"] = [{"name": "hold", "image": image, "imagePullPolicy": "Never"}]
+    manifest = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod.name, "namespace": NAMESPACE},
+                "spec": spec}
+    return [*(claim_object(c, driver) for c in pod.claims), manifest]

@@ -1,0 +1,51 @@
+"""How the DRA suites get their sessions: one per machine and node profile, opened by the run's backend."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ..topology.model import Topology
+from .api import DraSession, DraSessionConfig, NodeProfile
+
+Opener = Callable[[DraSessionConfig], DraSession]
+# The harness's own tests put an in-process opener here (cci_conformance/dra/fake.py); a run never does, so a
+# certificate always comes from a real node.
+OPENER = pytest.StashKey[Opener]()
+DEFAULT_KUBERNETES = "v1.37.2"
+
+
+def kind_opener(config: DraSessionConfig) -> DraSession:
+    from .kind_session import KindDraSession  # docker and kubectl only when a real node is asked for
+
+    return KindDraSession.open(config)
+
+
+class Sessions:
+    """The open sessions of a run, one per (machine, profile), each closed at the end of the run."""
+
+    def __init__(self, opener: Opener, manifest: Path, kubernetes: str, workdir: Path):
+        self.opener, self.manifest, self.kubernetes, self.workdir = opener, manifest, kubernetes, workdir
+        self._open: dict[tuple[str, str], DraSession | BaseException] = {}
+
+    def get(self, topology: Topology, profile: NodeProfile) -> DraSession:
+        key = (topology.name, profile.name)
+        if key not in self._open:
+            config = DraSessionConfig(topology, profile, self.manifest, self.kubernetes,
+                                      self.workdir / f"{topology.name}-{profile.name}")
+            try:
+                self._open[key] = self.opener(config)
+            except Exception as exc:  # a node that never came up: every test on it errors with this (untested)
+                self._open[key] = exc
+        found = self._open[key]
+        if isinstance(found, BaseException):
+            raise found
+        return found
+
+    def close(self) -> None:
+        for session in self._open.values():
+            if not isinstance(session, BaseException):
+                session.close()
+        self._open.clear()

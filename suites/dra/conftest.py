@@ -1,0 +1,92 @@
+"""The DRA suites' fixtures: a session per machine and node profile, and a node handle that cleans up after a test.
+
+Run through `cci-conformance run --driver DIR` for a `protocol: dra/v1` manifest, or
+`pytest suites/dra --cci-driver DIR --cci-backend kind --cci-report-dir OUT [--dra-kubernetes v1.37.2]`.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from cci_conformance.certify.settings import load_topology
+from cci_conformance.certify.stash import SETTINGS
+from cci_conformance.dra import api
+from cci_conformance.dra.suite import DEFAULT_KUBERNETES, OPENER, Sessions, kind_opener
+from cci_conformance.kind import versions
+
+SESSIONS = pytest.StashKey[Sessions]()
+PROFILES = {"none": api.POLICY_NONE, "static-reserved": api.static_reserved()}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("dra", "DRA suites")
+    group.addoption("--dra-kubernetes", default=DEFAULT_KUBERNETES, metavar="VERSION",
+                    help=f"Kubernetes release of the nodes (default {DEFAULT_KUBERNETES}, the vanilla image)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "dra_profile(name): the kubelet profile the test needs (none, static-reserved)")
+    settings = config.stash[SETTINGS]
+    if settings.manifest is not None and not settings.manifest.is_dra:
+        raise pytest.UsageError(f"the DRA suites certify DRA drivers; {settings.manifest.path} has protocol "
+                                f"{settings.manifest.protocol}; fix: a driver.yaml with protocol: dra/v1")
+    kubernetes = versions.release(config.getoption("dra_kubernetes"), field="--dra-kubernetes").kubernetes
+    opener = config.stash.get(OPENER, None) or kind_opener
+    workdir = Path(tempfile.mkdtemp(prefix="cci-dra-"))
+    manifest = settings.manifest.path if settings.manifest is not None else Path("driver.yaml")
+    config.stash[SESSIONS] = Sessions(opener, manifest, kubernetes, workdir)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    sessions = config.stash.get(SESSIONS, None)
+    if sessions is not None:
+        sessions.close()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "dra_topology" in metafunc.fixturenames:
+        names = list(metafunc.config.stash[SETTINGS].topologies)
+        metafunc.parametrize("dra_topology", names, ids=names, scope="session", indirect=True)
+
+
+@pytest.fixture(scope="session")
+def dra_topology(request):
+    return load_topology(request.param)
+
+
+class Node:
+    """The session of one test: the pods it made are deleted when it ends, whatever it asserted."""
+
+    def __init__(self, session: api.DraSession):
+        self.session = session
+        self.made: list[str] = []
+
+    def __getattr__(self, name):
+        return getattr(self.session, name)
+
+    def create_pod(self, pod: api.PodSpec, **kwargs) -> api.PodState:
+        self.made.append(pod.name)
+        return self.session.create_pod(pod, **kwargs)
+
+    def require(self, feature: str) -> None:
+        reason = api.missing_feature(self.session, feature)
+        if reason:
+            pytest.skip(reason)  # untested, never a pass
+
+    def cleanup(self) -> None:
+        for name in reversed(self.made):
+            self.session.delete_pod(name)
+
+
+@pytest.fixture
+def dra(request, dra_topology, pytestconfig):
+    marker = request.node.get_closest_marker("dra_profile")
+    profile = PROFILES[marker.args[0] if marker else "none"]
+    session = pytestconfig.stash[SESSIONS].get(dra_topology, profile)
+    node = Node(session)
+    request.node.user_properties.append(("dra_kubernetes", pytestconfig.stash[SESSIONS].kubernetes))
+    yield node
+    node.cleanup()

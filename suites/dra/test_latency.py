@@ -1,0 +1,35 @@
+"""Latency budgets: NodePrepareResources from the kubelet's own histogram, claimed pod start against the SLO."""
+
+from __future__ import annotations
+
+import pytest
+
+from cci_conformance.dra.api import PodSpec
+
+# at least this many preparations before a percentile of the kubelet's histogram means anything
+MIN_PREPARATIONS = 100
+PREPARE_P99_S = 0.1  # the smallest bucket of DRADurationBuckets: a p99 within it is within 100 ms
+POD_START_P99_S = 5.0  # pod startup SLO (sig-scalability pod_startup_latency.md): p99 <= 5 s
+
+
+@pytest.mark.requirement("LAT-601")
+def test_node_prepare_p99_within_budget(dra):
+    """NodePrepareResources MUST answer within 100 ms at p99 over at least 100 preparations (kubelet histogram),
+    and claimed pods MUST start within 5 s at p99."""
+    dra.require("metrics")
+    before = dra.metrics().node_prepare
+    starts = []
+    for i in range(MIN_PREPARATIONS):
+        pod = dra.create_pod(PodSpec.claimed(f"lat-{i}", 1))
+        starts.append(pod.scheduled_to_ready_s)
+        dra.delete_pod(pod.name)
+    calls = dra.metrics().node_prepare.minus(before)
+    if calls.count < MIN_PREPARATIONS:
+        pytest.skip(f"the kubelet timed {calls.count} NodePrepareResources calls, at least {MIN_PREPARATIONS} needed")
+    p50, p99 = calls.quantile_bound(0.5), calls.quantile_bound(0.99)
+    timed = sorted(s for s in starts if s is not None)
+    start_p99 = timed[int(0.99 * (len(timed) - 1))] if timed else None
+    assert p99 is not None and p99 <= PREPARE_P99_S, \
+        f"NodePrepareResources p50 <= {p50} s, p99 <= {p99} s over {calls.count} calls (budget {PREPARE_P99_S} s)"
+    assert start_p99 is not None and start_p99 <= POD_START_P99_S, \
+        f"claimed pod start p99 {start_p99} s over {len(timed)} pods (SLO {POD_START_P99_S} s)"

@@ -1,0 +1,100 @@
+"""The kind DRA session's own logic, with kubectl and docker replaced by recorders."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from cci_conformance.dra.kind_session import KindDraSession
+
+
+class _Recorder:
+    def __init__(self):
+        self.calls: list[tuple] = []
+
+    def kubectl(self, *args, **kwargs):
+        self.calls.append(("kubectl", *args))
+        return "{}"
+
+    def delete(self, kind, *names, timeout=120):
+        self.calls.append(("delete", kind, *names))
+
+    def node_exec(self, *argv, timeout=60):
+        self.calls.append(("exec", *argv))
+        return "41"
+
+
+def test_a_pod_deleted_while_the_kubelet_is_down_is_not_waited_for_until_it_is_back(monkeypatch):
+    # a deletion is confirmed by the kubelet: waiting for it with the kubelet stopped would only time out
+    rec = _Recorder()
+    session = KindDraSession(rec, SimpleNamespace(node="w1", **{n: getattr(rec, n) for n in ("delete", "node_exec")}),
+                             SimpleNamespace(topology=None, profile=None), "dra.cpu")
+    session.cluster = rec
+    monkeypatch.setattr(session, "_wait_kubelet", lambda old: rec.calls.append(("kubelet back", old)))
+    session.stop_kubelet()
+    session.delete_pod("gone")
+    assert ("kubectl", "delete", "pod", "gone", "-n", "default", "--ignore-not-found", "--wait=false") in rec.calls
+    assert not [c for c in rec.calls if c[0] == "delete"]
+    session.start_kubelet()
+    back = rec.calls.index(("kubelet back", "41"))
+    assert rec.calls.index(("delete", "pod", "gone")) > back
+    session.delete_pod("later")  # the kubelet is up: an ordinary, waited deletion
+    assert rec.calls[-2] == ("delete", "pod", "later")
+
+
+class _Planned(Exception):
+    """Raised in place of `kind create cluster`: the test reads the plan, no docker is touched."""
+
+
+def _plan_of(monkeypatch, tmp_path, profile):
+    from pathlib import Path
+
+    from cci_conformance.certify.settings import load_topology
+    from cci_conformance.dra import api
+    from cci_conformance.dra import kind_session as ks
+    from cci_conformance.kind import cluster_config
+    from cci_conformance.paths import PROJECT_ROOT
+
+    seen = {}
+
+    def create(cluster, timeout=0):
+        seen["config"] = cluster_config.kind_config(cluster.plan, tmp_path / "kind")
+        raise _Planned
+
+    monkeypatch.setattr(ks.dracpu, "build_image", lambda version: SimpleNamespace(reference="dra:x", archive=None))
+    monkeypatch.setattr(ks.nodeimage, "image_exists", lambda image: True)
+    monkeypatch.setattr(ks.toolchain, "kind_binary", lambda release: Path("kind"))
+    monkeypatch.setattr(ks.toolchain, "kubectl_binary", lambda release: Path("kubectl"))
+    monkeypatch.setattr(ks.KindCluster, "create", create)
+    monkeypatch.setattr(ks.KindCluster, "delete", lambda cluster: seen.setdefault("deleted", True))
+    config = api.DraSessionConfig(load_topology("server-2s8c-smt2-intel"), profile,
+                                  PROJECT_ROOT / "drivers_under_test" / "dra-driver-cpu" / "driver.yaml", "v1.37.2",
+                                  tmp_path / "work")
+    try:
+        ks.KindDraSession.open(config)
+    except _Planned:
+        pass
+    assert seen.get("deleted"), "a cluster that failed to come up must be deleted"
+    return seen["config"]
+
+
+def test_the_kind_plan_is_the_vanilla_release_with_the_machine_shown_to_the_driver_only(monkeypatch, tmp_path):
+    from cci_conformance.dra import api
+
+    config = _plan_of(monkeypatch, tmp_path, api.POLICY_NONE)
+    worker = config["nodes"][1]
+    assert {n["image"] for n in config["nodes"]} == {"cci-conformance/kind-node:v1.37.2"}
+    # policy none: the kubelet writes every CPU it sees into kubepods' cpuset, so it must see the real host
+    assert all(m["containerPath"].startswith("/var/lib/cci-machine/") for m in worker["extraMounts"])
+    assert "kubeadmConfigPatches" not in worker
+    assert "failCgroupV1: false" in config["kubeadmConfigPatches"][0]  # 1.35+ refuses cgroup v1 hosts otherwise
+
+
+def test_the_static_profile_reserves_its_cpus_on_the_workers_kubelet_with_the_v1beta4_api(monkeypatch, tmp_path):
+    from cci_conformance.dra import api
+
+    config = _plan_of(monkeypatch, tmp_path, api.static_reserved(frozenset({0, 16})))
+    worker = config["nodes"][1]
+    (patch,) = worker["kubeadmConfigPatches"]
+    assert "kubeadm.k8s.io/v1beta4" in patch  # kubeadm 1.37 reads no v1beta3
+    assert "value: static" in patch and "value: 0,16" in patch
+    assert {m["containerPath"] for m in worker["extraMounts"]} >= {"/sys/devices/system/cpu", "/proc/cpuinfo"}

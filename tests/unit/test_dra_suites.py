@@ -1,0 +1,115 @@
+"""The DRA suites against the in-process node model: a correct node passes, each broken rule fails its requirement."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cci_conformance import waiting
+from cci_conformance.dra.fake import FakeDraSession
+from cci_conformance.dra.suite import OPENER
+from cci_conformance.paths import PROJECT_ROOT, SUITES_DIR
+
+pytest_plugins = ["pytester"]
+DRIVER = PROJECT_ROOT / "drivers_under_test" / "dra-driver-cpu"
+CATALOG = SUITES_DIR / "dra" / "requirements.yaml"
+TOPOLOGIES = ("laptop-1s4c-smt2", "server-2s8c-smt2-intel")
+ALL = {"CLAIM-601", "CLAIM-602", "CLAIM-603", "CLAIM-604", "CLAIM-605", "CLAIM-606", "ACCT-601", "RESTART-601",
+       "RESTART-602", "RESTART-603", "RESTART-604", "RESTART-605", "REG-601", "LAT-601"}
+
+
+class VirtualClock:
+    """The clock of ``waiting`` while the fake node runs: a sleep advances it instead of passing.
+
+    The fake changes only when a test acts, never while one waits, so a wait for something it will never do
+    (a fault's leaked claim) polls as often as on a real node and times out without the 60 s of wall time.
+    """
+
+    def __init__(self):
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture(autouse=True)
+def _fast_inner_runs(monkeypatch):
+    monkeypatch.setattr(waiting, "time", VirtualClock())
+    # the inner runs load only the harness's plugin: every other installed one would be imported (and its
+    # asserts rewritten, with no bytecode cache when PYTHONDONTWRITEBYTECODE is set) once per run
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+
+class FakeOpener:
+    """Puts the fake node behind the suites (a run never can: only this stash key reaches it)."""
+
+    def __init__(self, faults=frozenset(), features=None):
+        self.faults, self.features, self.opened = frozenset(faults), features, []
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(self, config):
+        config.stash[OPENER] = self.open
+
+    def open(self, config):
+        session = FakeDraSession(config.topology, config.profile, self.faults)
+        if self.features is not None:
+            session.features = frozenset(self.features)
+        self.opened.append(session)
+        return session
+
+
+def run(pytester, opener: FakeOpener, topologies: tuple[str, ...] = TOPOLOGIES) -> dict:
+    args = [str(SUITES_DIR / "dra"), "-p", "cci_conformance.plugin", "-p", "no:cacheprovider",
+            "--cci-driver", str(DRIVER), "--cci-backend", "kind",
+            "--cci-catalog", str(CATALOG), "--cci-report-dir", str(pytester.path / "out"),
+            *[a for t in topologies for a in ("--cci-topology", t)]]
+    pytester.runpytest_inprocess(*args, plugins=[opener])
+    return json.loads((pytester.path / "out" / "report.json").read_text())
+
+
+def statuses(report: dict) -> dict[str, str]:
+    return {r["id"]: r["status"] for r in report["requirements"]}
+
+
+def test_a_correct_node_passes_every_requirement_with_one_closed_session_per_machine(pytester):
+    opener = FakeOpener()
+    report = run(pytester, opener)
+    assert statuses(report) == dict.fromkeys(ALL, "pass"), statuses(report)
+    assert sorted(s.topology.name for s in opener.opened) == sorted(TOPOLOGIES)
+    assert all(not s._pods for s in opener.opened)
+
+
+@pytest.mark.parametrize(("fault", "fails"), [
+    ("split-cores", {"CLAIM-603"}),
+    ("ignore-selector", {"CLAIM-604"}),
+    ("wrong-count", {"CLAIM-601", "CLAIM-603"}),  # the rest reads the allocation it got, which is consistent
+    ("shared-overlaps", {"ACCT-601", "RESTART-601", "RESTART-603", "RESTART-604"}),
+    ("starve-shared", {"ACCT-601", "RESTART-601", "RESTART-602", "RESTART-603", "RESTART-604"}),
+    ("share-claim-across-pods", {"CLAIM-606"}),
+    ("forget-on-driver-restart", {"RESTART-603", "RESTART-604"}),  # a stopped driver starts afresh too
+    ("reprepare-on-kubelet-restart", {"RESTART-601"}),
+    # the leaked CPUs stay out of the pool for the rest of the run: the later pool checks see them too
+    ("leak-on-delete", {"RESTART-602", "RESTART-603", "RESTART-604"}),
+    ("slow-prepare", {"LAT-601"}),
+    ("publish-reserved", set()),  # policy none reserves nothing: REG-601 cannot tell (the static profile can)
+])
+def test_each_broken_rule_fails_its_requirement(pytester, fault, fails):
+    # one machine with two NUMA nodes and SMT-2 has every rule at stake (the correct run takes both)
+    report = run(pytester, FakeOpener({fault}), ("server-2s8c-smt2-intel",))
+    got = statuses(report)
+    assert {r for r, s in got.items() if s == "fail"} == fails, got
+    assert {r for r, s in got.items() if s != "fail"} == ALL - fails and set(got.values()) <= {"pass", "fail"}
+
+
+def test_a_missing_hook_leaves_its_requirement_untested_never_passed(pytester):
+    features = {"kubelet-stop", "checkpoints", "driver-restart", "driver-stop", "container-restart", "metrics"}
+    report = run(pytester, FakeOpener(features=features), ("server-2s8c-smt2-intel",))
+    got = statuses(report)
+    assert got["RESTART-601"] == "untested", got
+    assert {r for r, s in got.items() if s == "pass"} == ALL - {"RESTART-601"}
+    reason = next(t["reason"] for r in report["requirements"] if r["id"] == "RESTART-601" for t in r["tests"])
+    assert "kill -9 the kubelet" in reason
