@@ -7,14 +7,14 @@ from .base import SessionConfig, register_backend
 
 @register_backend
 class KindBackend:
-    """One kind cluster per run, one worker per machine (kind/run_cluster.py); a session is a worker, cleaned."""
+    """One kind cluster per run, one worker per machine (kind/cci/run_cluster.py); a session is a worker, cleaned."""
 
     name = "kind"
     # `run -n N`: each pytest-xdist worker runs whole machines (certify/machine_scheduling.py) on its own clusters
     spreads_by_machine = True
 
     def prepare(self, groups) -> None:
-        from ..kind.run_cluster import RunCluster
+        from ..kind.cci.run_cluster import RunCluster
 
         RunCluster.plan(groups)
 
@@ -31,19 +31,19 @@ class KindBackend:
         if module is not None:
             module.RunCluster.delete_all()
         if not module or not module.distributed():
-            from ..kind.run_cluster import sweep_orphans
+            from ..kind.cci.run_cluster import sweep_orphans
 
             sweep_orphans()
 
     def open(self, config: SessionConfig):
-        from ..kind.session import KindSession  # docker, kubectl and testinfra only when the backend is used
+        from ..kind.cci.session import KindSession  # docker, kubectl and testinfra only when the backend is used
 
         return KindSession(config)
 
 
 def _run_cluster():
-    """kind/run_cluster.py if this process imported it, else None: then it made no cluster (and importing it
+    """kind/cci/run_cluster.py if this process imported it, else None: then it made no cluster (and importing it
     here would load the kind code into runs that never used the backend)."""
     import sys
 
-    return sys.modules.get("cci_conformance.kind.run_cluster")
+    return sys.modules.get("cci_conformance.kind.cci.run_cluster")

@@ -19,7 +19,7 @@ def machine_of(nodeid: str, machines: tuple[str, ...]) -> str | None:
 
 class MachineScheduling(LoadScopeScheduling):
     """loadscope with one scope per machine: a worker process makes clusters for the machines it runs alone
-    (kind/run_cluster.py), and two processes never act on one kubelet. A test without a machine keeps
+    (kind/cci/run_cluster.py), and two processes never act on one kubelet. A test without a machine keeps
     loadscope's scope, its module."""
 
     def __init__(self, config, log=None, machines: tuple[str, ...] = ()):

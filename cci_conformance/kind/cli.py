@@ -9,8 +9,10 @@ import re
 from ..errors import ConfigError
 from ..node.profile import load_config
 from ..topology import library
-from . import cache, cluster, dracpu, dracpu_certify, nodeimage, toolchain
-from .cluster_config import ClusterPlan, NodePlan
+from . import dracpu, dracpu_certify
+from .cluster import lifecycle, toolchain
+from .cluster.config import ClusterPlan, NodePlan
+from .image import cache, nodeimage
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
 
@@ -43,7 +45,7 @@ def _plan(args: argparse.Namespace) -> ClusterPlan:
 
 def _create(args: argparse.Namespace) -> int:
     plan = _plan(args)
-    kind = cluster.KindCluster(plan, kind=toolchain.kind_binary(), kubectl=toolchain.kubectl_binary())
+    kind = lifecycle.KindCluster(plan, kind=toolchain.kind_binary(), kubectl=toolchain.kubectl_binary())
     try:
         kind.create()
         kind.wait_ready()
@@ -56,7 +58,7 @@ def _create(args: argparse.Namespace) -> int:
 
 
 def _delete(args: argparse.Namespace) -> int:
-    removed = cluster.delete_clusters(toolchain.kind_binary(), prefix=args.prefix)
+    removed = lifecycle.delete_clusters(toolchain.kind_binary(), prefix=args.prefix)
     print(json.dumps({"deleted": removed}))
     return 0
 

@@ -8,11 +8,11 @@ import time
 import zlib
 from pathlib import Path
 
-from ..waiting import wait_for
-from . import cci_manifests
-from .cci_manifests import CCIDriverDeployment
-from .cluster import KindCluster
-from .nodeaccess import NodeAccess
+from ...waiting import wait_for
+from ..cluster.lifecycle import KindCluster
+from ..cluster.node_access import NodeAccess
+from . import manifests
+from .manifests import CCIDriverDeployment
 
 STATE_LOG = "go-reference-state.log"  # the Go reference's state file under {state_dir} (its state.go)
 _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)$")
@@ -26,7 +26,7 @@ class RegistrationRefused(RuntimeError):
 def driver_pod(cluster: KindCluster, plan: CCIDriverDeployment) -> str:
     """The name of the driver's running pod ("" while there is none)."""
     selector = f"cci-driver={plan.driver_name},cci-node={plan.node_name}"
-    pods = json.loads(cluster.kubectl("get", "pods", "-n", cci_manifests.NAMESPACE, "-l", selector,
+    pods = json.loads(cluster.kubectl("get", "pods", "-n", manifests.NAMESPACE, "-l", selector,
                                       "-o", "json"))["items"]
     running = [p["metadata"]["name"] for p in pods
                if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
@@ -35,7 +35,7 @@ def driver_pod(cluster: KindCluster, plan: CCIDriverDeployment) -> str:
 
 def driver_log(cluster: KindCluster, plan: CCIDriverDeployment) -> str:
     pod = driver_pod(cluster, plan)
-    return cluster.kubectl("logs", "-n", cci_manifests.NAMESPACE, pod) if pod else ""
+    return cluster.kubectl("logs", "-n", manifests.NAMESPACE, pod) if pod else ""
 
 
 def deploy(cluster: KindCluster, plan: CCIDriverDeployment, archive: Path, slots: int,
@@ -43,7 +43,7 @@ def deploy(cluster: KindCluster, plan: CCIDriverDeployment, archive: Path, slots
     """Load the image, apply class, slice and DaemonSet, and wait until the kubelet accepted the driver's
     registration; returns the seconds from apply to registration."""
     cluster.load_archive(archive, [plan.node_name])
-    return apply_and_register(cluster, plan, cci_manifests.objects(plan, slots), timeout)
+    return apply_and_register(cluster, plan, manifests.objects(plan, slots), timeout)
 
 
 def kubelet_registrations(node: str, driver: str, since: float) -> list[str | None]:
@@ -81,14 +81,14 @@ def republish_slice(cluster: KindCluster, plan: CCIDriverDeployment, slots: int)
     """Publish the worker's slice again: a starting kubelet deletes every ResourceSlice of its node (its DRA
     manager's start-up wipe, so that no pod waits for a driver that may never come back)."""
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps(
-        cci_manifests.resource_slice(plan.driver_name, plan.node_name, slots)))
+        manifests.resource_slice(plan.driver_name, plan.node_name, slots)))
 
 
 def undeploy(cluster: KindCluster, plan: CCIDriverDeployment, timeout: float = 120) -> None:
     """Delete the DaemonSet and wait until the driver removed its registration socket (SIGTERM, spec S1.9),
     so the kubelet has deregistered it; then the slice and the class."""
     node = NodeAccess(plan.node_name)
-    cluster.kubectl("delete", "daemonset", "-n", cci_manifests.NAMESPACE, "-l",
+    cluster.kubectl("delete", "daemonset", "-n", manifests.NAMESPACE, "-l",
                     f"cci-driver={plan.driver_name},cci-node={plan.node_name}",
                     "--ignore-not-found", "--wait=true", f"--timeout={int(timeout)}s", timeout=timeout + 10)
     wait_for(lambda: not node.host.file(plan.registration_socket).exists, timeout=timeout, interval=0.5,

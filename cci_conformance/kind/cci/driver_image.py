@@ -8,9 +8,9 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..drivers.manifest import DriverManifest
-from ..errors import ConfigError
-from ..paths import PROJECT_ROOT
+from ...drivers.manifest import DriverManifest
+from ...errors import ConfigError
+from ...paths import PROJECT_ROOT
 
 GO_REFERENCE = PROJECT_ROOT / "drivers_under_test" / "go-reference"
 PYTHON = "{python}"
@@ -78,15 +78,15 @@ def for_manifest(manifest: DriverManifest) -> KindDriverImage:
         return KindDriverImage(archive_reference(archive, file), archive, manifest.kind_command, "vendor archive",
                                file_digest(archive))
     if manifest.folder.resolve() == GO_REFERENCE.resolve():
-        from . import cci_driver_image
+        from ..image import go_driver
 
-        built = cci_driver_image.build_image()
-        return KindDriverImage(built.reference, built.archive, (f"/{cci_driver_image.BINARY}", *manifest.command[1:]),
+        built = go_driver.build_image()
+        return KindDriverImage(built.reference, built.archive, (f"/{go_driver.BINARY}", *manifest.command[1:]),
                                "go build", file_digest(built.archive))
     if manifest.command and manifest.command[0] == PYTHON:
-        from . import python_driver_image
+        from ..image import python_driver
 
-        built = python_driver_image.build_python_image(manifest)
+        built = python_driver.build_python_image(manifest)
         return KindDriverImage(built.reference, built.archive, manifest.command, "python image",
                                file_digest(built.archive), python=built.python, working_dir=built.working_dir,
                                env=tuple(sorted(built.env.items())))

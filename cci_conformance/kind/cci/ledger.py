@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..cpuset import CPUs, parse_cpulist
-from ..node.api import ContainerAssignment, ContainerState, SnapshotError
+from ...cpuset import CPUs, parse_cpulist
+from ...node.api import ContainerAssignment, ContainerState, SnapshotError
 from .node_view import Ledger, recorded_cpusets
 
 

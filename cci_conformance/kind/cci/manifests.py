@@ -6,8 +6,8 @@ import json
 import posixpath
 from dataclasses import dataclass
 
-from ..drivers.manifest import DriverManifest, substitute
-from ..errors import ConfigError
+from ...drivers.manifest import DriverManifest, substitute
+from ...errors import ConfigError
 
 NAMESPACE = "kube-system"  # system-node-critical pods are admitted only there by default
 APP = "cci-driver"
@@ -36,7 +36,7 @@ class CCIDriverDeployment:
     node_name: str
     driver_name: str
     binary: str = "/go-reference"  # the image's entrypoint stands for local.command[0] (when no command is given)
-    # The container's argv template (driver_images.KindDriverImage.command); {python} is the image's interpreter.
+    # The container's argv template (driver_image.KindDriverImage.command); {python} is the image's interpreter.
     command: tuple[str, ...] = ()
     python: str = ""
     working_dir: str = ""
@@ -51,7 +51,7 @@ class CCIDriverDeployment:
                               fix="use a lower-case DNS subdomain of at most 63 characters, e.g. cci.example.com")
         if ":" not in self.image.rsplit("/", 1)[-1]:
             raise ConfigError(f"image {self.image!r} has no tag", field="image",
-                              fix="use the reference cci_driver_image.build_image() returns")
+                              fix="use the reference go_driver.build_image() returns")
 
     @property
     def plugin_dir(self) -> str:

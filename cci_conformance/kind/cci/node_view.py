@@ -8,17 +8,17 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cpuset import CPUs, parse_cpulist
-from ..node import checkpoint
-from ..node.api import OwedRemove, SnapshotError
-from ..node.checkpoint import CCI_STATE_FILE, CPU_STATE_FILE
-from ..node.codec import owed_from_dict
-from ..node.cpumanager import CPUManagerState, loads
-from .nodeaccess import RECORDER_LOG
+from ...cpuset import CPUs, parse_cpulist
+from ...node import checkpoint
+from ...node.api import OwedRemove, SnapshotError
+from ...node.checkpoint import CCI_STATE_FILE, CPU_STATE_FILE
+from ...node.codec import owed_from_dict
+from ...node.cpumanager import CPUManagerState, loads
+from ..cluster.node_access import RECORDER_LOG
 
 KUBELET_ROOT = "/var/lib/kubelet"
 FLAGS_FILE = f"{KUBELET_ROOT}/kubeadm-flags.env"
-ONLINE = "/sys/devices/system/cpu/online"  # the faked machine's, mounted over the worker's (cluster_config.py)
+ONLINE = "/sys/devices/system/cpu/online"  # the faked machine's, mounted over the worker's (cluster/config.py)
 # The kubelet logs this once per process start (server.go "Started kubelet"): the node's generation.
 STARTED = '"Started kubelet"'
 EXEC_TIMEOUT_S = 30

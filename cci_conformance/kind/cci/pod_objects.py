@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..node.api import PodSpec
-from . import cci_manifests
+from ...node.api import PodSpec
+from . import manifests
 
 # Every object the backend creates carries it (value: the pod's name), so a session finds what it must delete.
 LABEL = "cci-conformance.io/backend-pod"
@@ -20,7 +20,7 @@ def claim_objects(pod: PodSpec, name: str, driver: str, node: str = "") -> list[
     reads them (kubelet-cci/README.md "Claims", docs/spec.md S3.9)."""
     out = []
     for claim in pod.claims:
-        obj = cci_manifests.resource_claim(claim_name(name, claim.name), driver, claim.parameters, pod.namespace)
+        obj = manifests.resource_claim(claim_name(name, claim.name), driver, claim.parameters, pod.namespace)
         obj["metadata"]["labels"] = {LABEL: name, **({NODE_LABEL: node} if node else {})}
         out.append(obj)
     return out

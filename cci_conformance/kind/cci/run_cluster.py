@@ -11,20 +11,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..backends.base import NodeFault, NodeStartFailed
-from ..cpuset import format_cpulist
-from ..drivers.manifest import DriverManifest
-from ..errors import ConfigError
-from ..node.profile import NodeConfig, parse_config
-from ..topology.model import Topology
-from ..waiting import WaitTimeout
-from . import driver_images
-from .cci_deploy import RegistrationRefused
-from .cci_manifests import CCIDriverDeployment
-from .cluster import KindCluster, delete_orphans
-from .cluster_config import ClusterPlan, NodePlan
-from .kube_api import KubeAPI
-from .runner import CommandFailed, say
+from ...backends.base import NodeFault, NodeStartFailed
+from ...cpuset import format_cpulist
+from ...drivers.manifest import DriverManifest
+from ...errors import ConfigError
+from ...node.profile import NodeConfig, parse_config
+from ...topology.model import Topology
+from ...waiting import WaitTimeout
+from ..cluster.config import ClusterPlan, NodePlan
+from ..cluster.kube_api import KubeAPI
+from ..cluster.lifecycle import KindCluster, delete_orphans
+from ..runner import CommandFailed, say
+from . import driver_image
+from .deploy import RegistrationRefused
+from .manifests import CCIDriverDeployment
 
 # Cluster names: <prefix>-<pid>; CCI_KIND_PREFIX lets runs side by side on one host keep apart.
 DEFAULT_PREFIX = "cci-run"
@@ -91,7 +91,7 @@ def node_config(profile: dict) -> NodeConfig:
 
 def kubelet_flags(config: NodeConfig) -> dict[str, str]:
     """The run's extra kubelet flags: a short reconcile period; under the none policy (alpha) the reserved CPUs,
-    which cluster_config.kubelet_args passes with the static policy only and which alpha's availableCpus leaves
+    which cluster.config.kubelet_args passes with the static policy only and which alpha's availableCpus leaves
     out (docs/spec.md S3.2)."""
     flags = {"cpu-manager-reconcile-period": RECONCILE_PERIOD}
     if config.policy == "none" and config.reserved:
@@ -140,7 +140,9 @@ class RunCluster:
         return tuple(seen.values())
 
     def __init__(self, key: RunKey, config: NodeConfig, manifest: DriverManifest, topologies: tuple[Topology, ...]):
-        from . import nodeimage, run_driver, toolchain
+        from ..cluster import toolchain
+        from ..image import nodeimage
+        from . import run_driver
 
         image = nodeimage.default_image()
         if not nodeimage.image_exists(image):
@@ -185,7 +187,7 @@ class RunCluster:
             self.timings["cluster"] = time.monotonic() - started
             self.api = KubeAPI(self.cluster.kubeconfig)
             try:
-                self.image = driver_images.for_manifest(manifest)
+                self.image = driver_image.for_manifest(manifest)
             except CommandFailed as exc:  # the harness's own build from the driver's folder (a vendor archive
                 raise NodeFault(f"the harness could not build the image of driver {manifest.name}: {exc}") \
                     from exc  # is only read, and a bad one is a ConfigError naming the manifest)
@@ -194,7 +196,7 @@ class RunCluster:
                 deployment = CCIDriverDeployment(
                     manifest, self.image.reference, node, manifest.name, command=self.image.command,
                     python=self.image.python, working_dir=self.image.working_dir, env=self.image.env)
-                # kind_config rendered each worker's machine under <workdir>/<node name> (cluster_config.kind_config)
+                # kind_config rendered each worker's machine under <workdir>/<node name> (cluster.config.kind_config)
                 machine = self.cluster.workdir / node
                 try:
                     self.timings[f"driver {node}"] = run_driver.deploy(self.cluster, deployment, self.image.archive,
@@ -273,7 +275,8 @@ class RunCluster:
 def sweep_orphans() -> None:
     """Delete the clusters of harness processes that no longer run (cluster.delete_orphans); best effort, and
     nothing at all on a host without docker or the kind binary."""
-    from . import cache, toolchain
+    from ..cluster import toolchain
+    from ..image import cache
 
     if toolchain.docker_problem():
         return

@@ -8,13 +8,13 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from . import cci_manifests
-from .cci_deploy import apply_and_register
-from .cci_manifests import SYSFS_ROOT, CCIDriverDeployment
-from .cluster import KindCluster
+from ..cluster.lifecycle import KindCluster
+from . import manifests
+from .deploy import apply_and_register
+from .manifests import SYSFS_ROOT, CCIDriverDeployment
 
 # Where the worker keeps a copy of the faked machine's PCI tree: kind mounts only its cpu and node dirs into
-# the node (cluster_config.py), and the driver reads /sys/bus/pci/devices/<address>/numa_node (spec S2.7).
+# the node (cluster/config.py), and the driver reads /sys/bus/pci/devices/<address>/numa_node (spec S2.7).
 PCI_COPY = "/var/lib/cci-conformance/machine"
 COPY_TIMEOUT_S = 60
 
@@ -45,8 +45,8 @@ def copy_pci(node: str, machine: Path) -> list[str]:
 
 
 def daemonset(plan: CCIDriverDeployment, pci_roots: list[str]) -> dict:
-    """cci_manifests.daemonset with the PCI roots mounted read-only under {sysfs_root}."""
-    ds = cci_manifests.daemonset(plan)
+    """manifests.daemonset with the PCI roots mounted read-only under {sysfs_root}."""
+    ds = manifests.daemonset(plan)
     pod = ds["spec"]["template"]["spec"]
     for i, rel in enumerate(pci_roots):
         name = f"sysfs-pci-{i}"
@@ -59,10 +59,10 @@ def daemonset(plan: CCIDriverDeployment, pci_roots: list[str]) -> dict:
 
 def deploy(cluster: KindCluster, plan: CCIDriverDeployment, archive: Path, slots: int, machine: Path,
            timeout: float = 120) -> float:
-    """As cci_deploy.deploy, with the PCI tree: load the image, copy the tree, apply class, slice and DaemonSet,
+    """As deploy.deploy, with the PCI tree: load the image, copy the tree, apply class, slice and DaemonSet,
     wait until the kubelet answered the driver's registration; returns seconds from apply to registration."""
     cluster.load_archive(archive, [plan.node_name])
     roots = copy_pci(plan.node_name, machine)
-    items = [cci_manifests.device_class(plan.driver_name),
-             cci_manifests.resource_slice(plan.driver_name, plan.node_name, slots), daemonset(plan, roots)]
+    items = [manifests.device_class(plan.driver_name),
+             manifests.resource_slice(plan.driver_name, plan.node_name, slots), daemonset(plan, roots)]
     return apply_and_register(cluster, plan, items, timeout)

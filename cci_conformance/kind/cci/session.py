@@ -9,19 +9,22 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from ..backends.base import NodeFault
-from ..cpuset import CPUs, parse_cpulist
-from ..drivers.manifest import load_manifest
-from ..node.api import AdmissionResult, NodeSnapshot, PersistedState, PodSpec
-from ..node.checkpoint import CCI_STATE_FILE, CPU_STATE_FILE, canonical
-from ..node.persisted import VOLATILE
-from ..waiting import WaitTimeout, wait_for
-from . import cci_deploy, cci_manifests, node_view, pods
-from .kind_pods import LABEL, NODE_LABEL, claim_objects, pod_object, sandbox_stalled, settled
-from .kube_api import KubeAPIError
+from ...backends.base import NodeFault
+from ...cpuset import CPUs, parse_cpulist
+from ...drivers.manifest import load_manifest
+from ...node.api import AdmissionResult, NodeSnapshot, PersistedState, PodSpec
+from ...node.checkpoint import CCI_STATE_FILE, CPU_STATE_FILE, canonical
+from ...node.persisted import VOLATILE
+from ...waiting import WaitTimeout, wait_for
+from ..cluster import pods
+from ..cluster.kube_api import KubeAPIError
+from . import deploy as cci_deploy
+from . import manifests as cci_manifests
+from . import node_view
+from .ledger import assignments, containers_of, effective, exclusive_map
 from .node_view import Ledger, NodeRead, node_exec, read_ledger, read_node
+from .pod_objects import LABEL, NODE_LABEL, claim_objects, pod_object, sandbox_stalled, settled
 from .run_cluster import RunCluster
-from .session_ledger import assignments, containers_of, effective, exclusive_map
 
 POD_TIMEOUT_S = 120  # scheduling (DRA allocation) + admission + sandbox start on a loaded 2-CPU host
 RELEASE_TIMEOUT_S = 120  # the kubelet's release after a deletion: container stop, PostStop, Remove
@@ -472,8 +475,8 @@ class KindSession:
     def _pod_resources(self, method: str):
         import grpc
 
-        from ..protocol.protos import podresources_v1_pb2 as pr
-        from ..protocol.protos import podresources_v1_pb2_grpc as pr_grpc
+        from ...protocol.protos import podresources_v1_pb2 as pr
+        from ...protocol.protos import podresources_v1_pb2_grpc as pr_grpc
 
         # The node container's kubelet socket, reached through its root (the harness runs as root beside docker).
         sock = f"/proc/{self._node_pid()}/root/var/lib/kubelet/pod-resources/kubelet.sock"

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import yaml
 
-from ..cpuset import format_cpulist
-from ..errors import ConfigError
-from ..node.profile import NodeConfig
-from ..topology import render
-from ..topology.model import Topology
+from ...cpuset import format_cpulist
+from ...errors import ConfigError
+from ...node.profile import NodeConfig
+from ...topology import render
+from ...topology.model import Topology
 
 KIND_API = "kind.x-k8s.io/v1alpha4"
 # kind writes the kubeadm v1beta3 API for Kubernetes 1.23-1.35 nodes (maps for kubeletExtraArgs).

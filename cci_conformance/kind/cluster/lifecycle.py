@@ -11,10 +11,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..waiting import wait_for
+from ...waiting import wait_for
+from ..runner import CommandFailed, run, say
 from . import hostguard
-from .cluster_config import ClusterPlan, write_kind_config
-from .runner import CommandFailed, run, say
+from .config import ClusterPlan, write_kind_config
 
 CREATE_TIMEOUT_S = 600
 WORKDIR_PREFIX = "cci-kind-"
@@ -127,7 +127,7 @@ class KindCluster:
         run(argv, timeout=600, env=self._env())
 
     def load_archive(self, archive: Path, nodes: list[str] | None = None) -> None:
-        """Import an OCI image archive (``ociimage.write_archive``) into the nodes' containerd, no docker image."""
+        """Import an OCI image archive (``oci_archive.write_archive``) into the nodes' containerd, no docker image."""
         argv = [self.kind, "load", "image-archive", archive, "--name", self.plan.name]
         if nodes:
             argv += ["--nodes", ",".join(nodes)]

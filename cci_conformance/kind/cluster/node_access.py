@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..cpuset import parse_cpulist
-from ..node import checkpoint
-from ..node.cpumanager import CPUManagerState, loads
+from ...cpuset import parse_cpulist
+from ...node import checkpoint
+from ...node.cpumanager import CPUManagerState, loads
 
 STATE_PATH = "/var/lib/kubelet/cpu_manager_state"
 # The CCI-patched kubelet's own checkpoint (kubelet-cci/README.md), in the embedded node's format.

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..node.api import ContainerSpec, PodSpec
-from ..waiting import wait_for
-from .cluster import KindCluster
+from ...node.api import ContainerSpec, PodSpec
+from ...waiting import wait_for
+from .lifecycle import KindCluster
 
 # The pause image is in every node (pinned at build time): containers need no registry.
 NAMESPACE = "default"

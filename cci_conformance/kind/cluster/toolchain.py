@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from . import components, gobuild
+from ..image import components, gobuild
 
 
 def kind_binary() -> Path:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from ..hostlock import held
+from ...hostlock import held
 
 T = TypeVar("T")
 # How long a build waits for another process's: a cold node image takes 10 minutes on an idle 2-core host and

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .ociimage import ImageSpec
-from .runner import run
+from ..runner import run
+from .oci_archive import ImageSpec
 
 # kube-proxy in iptables mode runs the iptables tools; they come from the node rootfs (nft backend).
 IPTABLES_TOOLS = ("iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore")

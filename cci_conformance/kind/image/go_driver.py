@@ -7,12 +7,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..runner import CommandFailed, run, say
 from . import gobuild
 from .cache import Step, exclusive
 from .kubelet_cci import API, REPO_ROOT
 from .kubelet_cci import _module_files as module_files  # go.mod, go.sum, non-test .go
-from .ociimage import ImageSpec, write_archive
-from .runner import CommandFailed, run, say
+from .oci_archive import ImageSpec, write_archive
 
 # The driver on kind is the Go reference (drivers_under_test/go-reference): one static binary, so the
 # image is one file on an empty layer, like the control-plane images (docs/kind.md "CCI drivers").

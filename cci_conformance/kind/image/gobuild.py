@@ -9,8 +9,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..runner import run, say
 from .cache import Step, cache_root, exclusive
-from .runner import run, say
 
 # Go builds are the slow part of a cold image build: generous deadline per binary.
 BUILD_TIMEOUT_S = 3600

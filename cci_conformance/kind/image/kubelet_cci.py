@@ -10,13 +10,13 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..runner import CommandFailed, run, say
 from . import components, gobuild
 from .cache import Step, key_of
-from .runner import CommandFailed, run, say
 
 # kubelet-cci/ and api/ sit at the top of the repository (a source checkout: the patched kubelet is a
 # developer build, like the node image itself).
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 KUBELET_CCI = REPO_ROOT / "kubelet-cci"
 API = REPO_ROOT / "api"
 PATCHES = KUBELET_CCI / "patches"

@@ -11,10 +11,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..waiting import wait_for
-from . import components, gobuild, images, kubelet_cci, node_files, ociimage, rootfs, versions
+from ...waiting import wait_for
+from ..runner import CommandFailed, run, say
+from . import components, control_plane, gobuild, kubelet_cci, node_files, oci_archive, rootfs, versions
 from .cache import Step, ensure_may_build, key_of
-from .runner import CommandFailed, run, say
 
 ASSETS = Path(__file__).parent / "assets"
 DEFAULT_REPOSITORY = "cci-conformance/kind-node"
@@ -162,24 +162,25 @@ def build_node_image(tag: str | None = None) -> BuildResult:
     tarball = rootfs.build_rootfs()
     base = _base_image(tarball, key_of(str(tarball)))
 
-    references = images.image_list(built["kubernetes"] / "kubeadm", versions.KUBERNETES)
-    pause_image = next(r for r in references if images.role_of(r) == "pause")
+    references = control_plane.image_list(built["kubernetes"] / "kubeadm", versions.KUBERNETES)
+    pause_image = next(r for r in references if control_plane.role_of(r) == "pause")
     component_keys = [str(p) for p in built.values()] + [str(pause)]
     # The image recipes are code: a change to them must rebuild the images.
-    recipes = [Path(images.__file__).read_text(), Path(ociimage.__file__).read_text()]
+    recipes = [Path(control_plane.__file__).read_text(), Path(oci_archive.__file__).read_text()]
     store_step = Step("containerd-store", references, component_keys, base, recipes)
     if not store_step.done:
         work = store_step.prepare()
         log = work / "build.log"
         say("making control-plane images and importing them into containerd (k8s.io namespace)")
-        payload = images.iptables_payload(base, work / "iptables", log)
+        payload = control_plane.iptables_payload(base, work / "iptables", log)
         bins = {name: built["kubernetes"] / name for name in ("kube-apiserver", "kube-controller-manager",
                                                               "kube-scheduler", "kube-proxy")}
         bins.update(etcd=built["etcd"] / "etcd", coredns=built["coredns"] / "coredns", pause=pause)
         archives = []
         (work / "archives").mkdir(exist_ok=True)
-        for spec in images.image_specs(references, bins, payload):
-            archives.append(ociimage.write_archive(spec, work / "archives" / f"{images.role_of(spec.reference)}.tar"))
+        for spec in control_plane.image_specs(references, bins, payload):
+            name = f"{control_plane.role_of(spec.reference)}.tar"
+            archives.append(oci_archive.write_archive(spec, work / "archives" / name))
         store = work / "store"
         if store.exists():
             shutil.rmtree(store)

@@ -10,10 +10,10 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .ociimage import CONFIG_TYPE, DEFAULT_PATH, INDEX_TYPE, MANIFEST_TYPE
+from .oci_archive import CONFIG_TYPE, DEFAULT_PATH, INDEX_TYPE, MANIFEST_TYPE
 
-# This module is separate from ociimage.py on purpose: the node image's containerd-store step is keyed
-# by ociimage.py's text, so editing it would rebuild every node image.
+# This module is separate from image/oci_archive.py on purpose: the node image's containerd-store step is keyed
+# by image/oci_archive.py's text, so editing it would rebuild every node image.
 GZIP_LAYER_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip"
 _CHUNK = 1 << 20
 

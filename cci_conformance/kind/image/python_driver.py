@@ -9,12 +9,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..drivers.manifest import DriverManifest
-from ..errors import ConfigError
-from ..paths import PACKAGE_DIR, PROJECT_ROOT
+from ...drivers.manifest import DriverManifest
+from ...errors import ConfigError
+from ...paths import PACKAGE_DIR, PROJECT_ROOT
 from .cache import Step, exclusive
-from .ociimage import ImageSpec, layer_bytes
-from .ocilayers import Layer, gzip_layer_bytes, image_config, write_image
+from .oci_archive import ImageSpec, layer_bytes
+from .oci_layers import Layer, gzip_layer_bytes, image_config, write_image
 from .python_layers import DEPS_DIR, build_base, build_deps
 
 # Never pulled: loaded into the nodes (`kind load image-archive`); `localhost/` never resolves to a registry.

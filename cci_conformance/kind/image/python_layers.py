@@ -12,11 +12,11 @@ from pathlib import Path
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 
+from ..runner import CommandFailed, run, say
 from . import rootfs, versions
 from .cache import Step
-from .ociimage import ImageSpec, layer_bytes
-from .ocilayers import Layer, gzip_layer, gzip_layer_bytes
-from .runner import CommandFailed, run, say
+from .oci_archive import ImageSpec, layer_bytes
+from .oci_layers import Layer, gzip_layer, gzip_layer_bytes
 
 # python3 alone: Debian's stdlib split (python3.11, libpython3.11-stdlib) covers what the SDK imports
 # (concurrent.futures, json, argparse, threading); debootstrap adds no Recommends.

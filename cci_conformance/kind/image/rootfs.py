@@ -6,9 +6,9 @@ import os
 import shutil
 from pathlib import Path
 
+from ..runner import run, say
 from . import versions
 from .cache import Step
-from .runner import run, say
 
 # What kind's node entrypoint and a kubeadm node need besides the binaries we build:
 # systemd as PID 1, mount/iproute tools, iptables for the CNI bridge's masquerading,
