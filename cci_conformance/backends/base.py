@@ -122,24 +122,3 @@ class Backend(Protocol):
     def finish(self) -> None: ...  # at the end of each pytest process: release what the run built (kind: the
     # clusters of this process, and those of pytest-xdist workers that ended before they could delete theirs)
 
-
-_BACKENDS: dict[str, type] = {}
-
-
-def register_backend(cls: type) -> type:
-    """Class decorator: make a backend available by its ``name``."""
-    _BACKENDS[cls.name] = cls
-    return cls
-
-
-def get_backend(name: str) -> Backend:
-    from ..errors import ConfigError
-
-    if name not in _BACKENDS:
-        # importing the built-in backends registers them; kind's module imports nothing of kind until a session
-        from . import embedded, kind  # noqa: F401
-    try:
-        return _BACKENDS[name]()
-    except KeyError:
-        raise ConfigError(f"unknown backend {name!r}", field="--backend",
-                          fix=f"use one of: {', '.join(sorted(_BACKENDS))}") from None

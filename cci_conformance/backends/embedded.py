@@ -33,7 +33,7 @@ from ..topology.model import Topology
 from ..topology.render import render
 from ..topology.scratch import scratch_parent
 from ..waiting import WaitTimeout, wait_for
-from .base import FEATURES, SessionConfig, register_backend
+from .base import FEATURES, SessionConfig
 
 MAX_SOCKET_PATH = 107
 NODE_START_TIMEOUT_S = 20.0
@@ -346,7 +346,6 @@ class EmbeddedSession:
         self._finalizer()
 
 
-@register_backend
 class EmbeddedBackend:
     name = "embedded"
 

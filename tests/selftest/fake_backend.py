@@ -18,7 +18,8 @@ from typing import ClassVar
 
 import yaml
 
-from cci_conformance.backends.base import NodeStartFailed, SessionConfig, register_backend
+from cci_conformance.backends.base import NodeStartFailed, SessionConfig
+from cci_conformance.backends.registry import register_backend
 from cci_conformance.cpuset import format_cpulist
 from cci_conformance.node.api import AdmissionResult, ContainerAssignment, NodeSnapshot, PersistedState, PodSpec
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from .base import SessionConfig, register_backend
+from ...backends.base import SessionConfig
 
 
-@register_backend
 class KindBackend:
     """One kind cluster per run, one worker per machine (kind/cci/run_cluster.py); a session is a worker, cleaned."""
 
@@ -14,7 +13,7 @@ class KindBackend:
     spreads_by_machine = True
 
     def prepare(self, groups) -> None:
-        from ..kind.cci.run_cluster import RunCluster
+        from .run_cluster import RunCluster
 
         RunCluster.plan(groups)
 
@@ -31,12 +30,12 @@ class KindBackend:
         if module is not None:
             module.RunCluster.delete_all()
         if not module or not module.distributed():
-            from ..kind.cci.run_cluster import sweep_orphans
+            from .run_cluster import sweep_orphans
 
             sweep_orphans()
 
     def open(self, config: SessionConfig):
-        from ..kind.cci.session import KindSession  # docker, kubectl and testinfra only when the backend is used
+        from .session import KindSession  # docker, kubectl and testinfra only when the backend is used
 
         return KindSession(config)
 
