@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...cpuset import CPUListError, CPUs, format_cpulist, parse_cpulist
+from .cpuset import CPUListError, CPUs, format_cpulist, parse_cpulist
 
 CHECKPOINT_NAME = "cpu_manager_state"
 _FNV_OFFSET = 0x811C9DC5

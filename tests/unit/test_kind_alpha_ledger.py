@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from cci_conformance.cpu_manager_state import CPUManagerState
 from cci_conformance.cpuset import parse_cpulist
 from cci_conformance.errors import ConfigError
 from cci_conformance.kind.cci import ledger, node_view, run_cluster
-from cci_conformance.node.cpumanager.state import CPUManagerState
 from cci_conformance.node.profile import load_config
 from cci_conformance.paths import PROJECT_ROOT
 

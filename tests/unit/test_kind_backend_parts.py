@@ -7,12 +7,12 @@ import sys
 
 import pytest
 
+from cci_conformance.cpu_manager_state import CPUManagerState
 from cci_conformance.cpuset import parse_cpulist
 from cci_conformance.drivers.manifest import load_manifest
 from cci_conformance.errors import ConfigError
 from cci_conformance.kind.cci import ledger, node_view, pod_objects, run_cluster
 from cci_conformance.node.api import ClaimRef, ContainerSpec, PodSpec
-from cci_conformance.node.cpumanager.state import CPUManagerState
 from cci_conformance.paths import PROJECT_ROOT
 from cci_conformance.topology import library
 
@@ -168,8 +168,8 @@ _CCI_HEAD = '{"kind":"CCICheckpoint","apiVersion":"checkpoint.cci.cci-conformanc
 
 
 def _node_root(tmp_path, cci_text: str, recorder: str | None):
+    from cci_conformance.cpu_manager_state import dumps
     from cci_conformance.node import checkpoint
-    from cci_conformance.node.cpumanager.state import dumps
 
     kubelet = tmp_path / "var" / "lib" / "kubelet"
     kubelet.mkdir(parents=True)
