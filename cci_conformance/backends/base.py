@@ -80,6 +80,10 @@ class NodeSession(Protocol):
     topology: Topology
     backend_name: str
     features: frozenset[str]  # the keys of FEATURES this session offers
+    # A fact, not a hook: the node learns its pods from an API server (a real kubelet), so a pod whose admission
+    # a restart interrupted may be admitted afresh once the driver is back (docs/spec.md S3.9); the embedded
+    # node has no API server and brings no pod back.
+    pods_from_api_server: bool
 
     def create_pod(self, pod: PodSpec) -> AdmissionResult: ...
     def delete_pod(self, pod_uid: str) -> None: ...

@@ -73,6 +73,7 @@ class EmbeddedSession:
     """One node process (+ one driver) under ``workdir`` (layout: docs/architecture.md)."""
 
     backend_name = "embedded"
+    pods_from_api_server = False  # the harness is its only source of pods
     features = frozenset(FEATURES)  # local processes: every hook of the contract
 
     def __init__(self, config: SessionConfig):

@@ -33,6 +33,7 @@ def _log(event: str, workdir: Path) -> None:
 
 class FakeSession:
     backend_name = "fake"
+    pods_from_api_server = False
     features: frozenset[str] = frozenset()  # no optional hook: tests needing one are not-applicable
 
     def __init__(self, config: SessionConfig):

@@ -43,6 +43,7 @@ class KindSession:
     """A worker of the run's cluster with its driver DaemonSet (docs/kind.md "Backend kind")."""
 
     backend_name = "kind"
+    pods_from_api_server = True  # the kubelet watches the API server for its pods
     # node-stop: the kubelet unit stopped and started by systemctl; driver-pause: SIGSTOP/SIGCONT of the driver's
     # process in the worker; cci-endpoint: the driver's socket, reached from the host through the worker's root.
     features = frozenset({"node-stop", "driver-pause", "cci-endpoint"})
