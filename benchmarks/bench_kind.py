@@ -17,8 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cci_conformance.kind import cache, cluster, hostguard, nodeimage, toolchain  # noqa: E402
-from cci_conformance.kind.cluster_config import ClusterPlan, NodePlan  # noqa: E402
+from cci_conformance.kind.cluster import hostguard, lifecycle, toolchain  # noqa: E402
+from cci_conformance.kind.cluster.config import ClusterPlan, NodePlan  # noqa: E402
+from cci_conformance.kind.image import cache, nodeimage
 from cci_conformance.kind.runner import run  # noqa: E402
 from cci_conformance.node.profile import parse_config  # noqa: E402
 from cci_conformance.topology import library  # noqa: E402
@@ -55,7 +56,7 @@ def faked_create(image: str) -> dict[str, float]:
         NodePlan("worker", library.load("server-2s8c-smt2-intel"), parse_config(STATIC)),
         NodePlan("worker", library.load("server-2s-snc4"), parse_config(STATIC)),
     ])
-    with cluster.KindCluster(plan, kind=toolchain.kind_binary(), kubectl=toolchain.kubectl_binary()) as kc:
+    with lifecycle.KindCluster(plan, kind=toolchain.kind_binary(), kubectl=toolchain.kubectl_binary()) as kc:
         start = time.monotonic()
         kc.create()
         created = time.monotonic() - start

@@ -99,7 +99,7 @@ GROWTH_REQUIREMENT = "LAT-004"  # its test measures machines beside the run's (c
 def _prepare_backend(settings: RunSettings, growth: bool) -> None:
     """Tell the backend every machine the run will ask for: each run topology and, when LAT-004's test runs,
     its growth machines beside it (the kind backend makes one worker per machine when a cluster is created)."""
-    from .backends.base import get_backend
+    from .backends.registry import get_backend
     from .certify.budgets import growth_machines
     from .certify.settings import load_topology
 
@@ -203,7 +203,7 @@ def _terminate_xdist_workers() -> None:
 
 def _spreads_by_machine(settings: RunSettings) -> bool:
     """A backend that builds machines (kind) spreads the suites over xdist workers one machine each."""
-    from .backends.base import get_backend
+    from .backends.registry import get_backend
 
     try:
         return bool(getattr(get_backend(settings.backend), "spreads_by_machine", False))
@@ -248,7 +248,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _finish_backend(config: pytest.Config, facts: bool) -> None:
-    from .backends.base import get_backend
+    from .backends.registry import get_backend
 
     settings = config.stash.get(SETTINGS, None)
     if settings is None:

@@ -6,7 +6,7 @@ import pytest
 from claimkit import available_now, claim_pod, exclusive, fmt, node_problems, shared, standard_pod, static_pod
 
 from cci_conformance.certify.outcomes import not_applicable
-from cci_conformance.node.cpumanager.state import loads
+from cci_conformance.cpu_manager_state import loads
 
 
 def need_static(node_profile) -> None:

@@ -81,6 +81,10 @@ class NodeSession(Protocol):
     topology: Topology
     backend_name: str
     features: frozenset[str]  # the keys of FEATURES this session offers
+    # A fact, not a hook: the node learns its pods from an API server (a real kubelet), so a pod whose admission
+    # a restart interrupted may be admitted afresh once the driver is back (docs/spec.md S3.9); the embedded
+    # node has no API server and brings no pod back.
+    pods_from_api_server: bool
 
     def create_pod(self, pod: PodSpec) -> AdmissionResult: ...
     def delete_pod(self, pod_uid: str) -> None: ...
@@ -123,24 +127,3 @@ class Backend(Protocol):
     def finish(self) -> None: ...  # at the end of each pytest process: release what the run built (kind: the
     # clusters of this process, and those of pytest-xdist workers that ended before they could delete theirs)
 
-
-_BACKENDS: dict[str, type] = {}
-
-
-def register_backend(cls: type) -> type:
-    """Class decorator: make a backend available by its ``name``."""
-    _BACKENDS[cls.name] = cls
-    return cls
-
-
-def get_backend(name: str) -> Backend:
-    from ..errors import ConfigError
-
-    if name not in _BACKENDS:
-        # importing the built-in backends registers them; kind's module imports nothing of kind until a session
-        from . import embedded, kind  # noqa: F401
-    try:
-        return _BACKENDS[name]()
-    except KeyError:
-        raise ConfigError(f"unknown backend {name!r}", field="--backend",
-                          fix=f"use one of: {', '.join(sorted(_BACKENDS))}") from None

@@ -6,9 +6,9 @@ its upstream format), so the same checks judge every backend; no backend checks 
 
 from __future__ import annotations
 
+from ..cpu_manager_state import CPUManagerStateError, loads
 from ..cpuset import CPUs, format_cpulist
 from ..node.api import NodeSnapshot
-from ..node.cpumanager.state import CPUManagerStateError, loads
 
 
 def _fmt(cpus: CPUs) -> str:

@@ -34,7 +34,7 @@ from ..topology.model import Topology
 from ..topology.render import render
 from ..topology.scratch import scratch_parent
 from ..waiting import WaitTimeout, wait_for
-from .base import FEATURES, SessionConfig, register_backend
+from .base import FEATURES, SessionConfig
 
 MAX_SOCKET_PATH = 107
 NODE_START_TIMEOUT_S = 20.0
@@ -74,6 +74,7 @@ class EmbeddedSession:
     """One node process (+ one driver) under ``workdir`` (layout: docs/architecture.md)."""
 
     backend_name = "embedded"
+    pods_from_api_server = False  # the harness is its only source of pods
     features = frozenset(FEATURES)  # local processes: every hook of the contract
 
     def __init__(self, config: SessionConfig):
@@ -357,7 +358,6 @@ class EmbeddedSession:
         self._finalizer()
 
 
-@register_backend
 class EmbeddedBackend:
     name = "embedded"
 

@@ -20,7 +20,7 @@ def machine_of(nodeid: str, machines: tuple[str, ...]) -> str | None:
 
 class MachineScheduling(LoadScopeScheduling):
     """loadscope with one scope per machine: a worker process makes clusters for the machines it runs alone
-    (kind/run_cluster.py), and two processes never act on one kubelet. With ``by_module`` (the embedded backend,
+    (kind/cci/run_cluster.py), and two processes never act on one kubelet. With ``by_module`` (the embedded backend,
     whose node sessions are processes of the worker's own) a scope is one machine's tests of one module: a
     machine's long tests (ACCT-010, the latency fills) then spread over the workers instead of queueing behind
     its others, at the price of a shared node per module and worker. A test without a machine keeps loadscope's

@@ -149,7 +149,7 @@ class CertificationReporter:
             node_mode = None
         workers = getattr(self.config.option, "numprocesses", None) or 0
         try:
-            from ..backends.base import get_backend
+            from ..backends.registry import get_backend
 
             backend_facts = merge_facts([get_backend(settings.backend).run_facts(), *self.worker_facts])
         except Exception:  # an unknown backend was already reported as a config error

@@ -9,7 +9,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from ..backends.base import NodeSession, SessionConfig, get_backend
+from ..backends.base import NodeSession, SessionConfig
+from ..backends.registry import get_backend
 from ..topology.model import Topology
 from .bundle import evidence_dir, relative, sessions_dir
 

@@ -68,7 +68,7 @@ def load_node_profile(name_or_file: str) -> dict:
 
 def check_backend(name: str) -> None:
     """ConfigError unless ``name`` is a registered (or built-in) backend."""
-    from ..backends.base import get_backend
+    from ..backends.registry import get_backend
 
     try:
         get_backend(name)

@@ -9,11 +9,13 @@ from pathlib import Path
 
 from ..cpuset import CPUs
 from ..drivers.manifest import load_manifest
-from ..kind import dracpu, nodeimage, toolchain, versions
-from ..kind.cluster import KindCluster
-from ..kind.cluster_config import ClusterPlan, NodePlan
+from ..kind import dracpu
+from ..kind.cluster import toolchain
+from ..kind.cluster.config import ClusterPlan, NodePlan
+from ..kind.cluster.lifecycle import KindCluster
 from ..kind.dracpu_manifests import DRIVER_NAME, NAMESPACE, DriverDeployment
 from ..kind.dracpu_session import DraCpuSession
+from ..kind.image import nodeimage, versions
 from ..node.profile import parse_config
 from ..waiting import wait_for
 from . import kubelet_state

@@ -6,7 +6,7 @@ import json
 import zlib
 from collections.abc import Callable
 
-from ..node.cpumanager.state import loads as load_cpu_manager
+from ..cpu_manager_state import loads as load_cpu_manager
 from .api import CpuManagerView, Histogram, KubeletCheckpoints, KubeletMetrics, PreparedClaim
 
 DRA_STATE_PATH = "/var/lib/kubelet/dra_manager_state"

@@ -1,1 +1,1 @@
-"""The kind backend's foundation: offline node-image build, cluster lifecycle and node access."""
+"""Real kubelets in kind: node image build (image/), clusters (cluster/), the CCI backend session (cci/)."""

@@ -10,8 +10,10 @@ import sys
 from ..errors import ConfigError
 from ..node.profile import load_config
 from ..topology import library
-from . import cache, cluster, dracpu, dracpu_certify, kubelet_hooks, nodeimage, toolchain, versions
-from .cluster_config import ClusterPlan, NodePlan
+from . import dracpu, dracpu_certify
+from .cluster import lifecycle, toolchain
+from .cluster.config import ClusterPlan, NodePlan
+from .image import cache, kubelet_hooks, nodeimage, versions
 from .runner import CommandFailed
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
@@ -49,8 +51,8 @@ def _plan(args: argparse.Namespace) -> ClusterPlan:
 
 def _create(args: argparse.Namespace) -> int:
     plan = _plan(args)
-    kind = cluster.KindCluster(plan, kind=toolchain.kind_binary(plan.release),
-                               kubectl=toolchain.kubectl_binary(plan.release))
+    kind = lifecycle.KindCluster(plan, kind=toolchain.kind_binary(plan.release),
+                                 kubectl=toolchain.kubectl_binary(plan.release))
     try:
         kind.create()
         kind.wait_ready()
@@ -63,7 +65,7 @@ def _create(args: argparse.Namespace) -> int:
 
 
 def _delete(args: argparse.Namespace) -> int:
-    removed = cluster.delete_clusters(toolchain.kind_binary(), prefix=args.prefix)
+    removed = lifecycle.delete_clusters(toolchain.kind_binary(), prefix=args.prefix)
     print(json.dumps({"deleted": removed}))
     return 0
 

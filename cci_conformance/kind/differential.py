@@ -15,9 +15,9 @@ from ..node.cpumanager import CPUManagerState, SMTAlignmentError, StaticPolicy, 
 from ..node.profile import NodeConfig
 from ..topology.model import Topology
 from ..waiting import wait_for
-from . import pods
-from .cluster import KindCluster
-from .nodeaccess import NodeAccess
+from .cluster import pods
+from .cluster.lifecycle import KindCluster
+from .cluster.node_access import NodeAccess
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
-from . import gobuild
-from .cache import Step, exclusive
-from .gobuild import GoComponent
-from .ociimage import ImageSpec, write_archive
+from .image import gobuild
+from .image.cache import Step, exclusive
+from .image.gobuild import GoComponent
+from .image.oci_archive import ImageSpec, write_archive
 from .runner import CommandFailed, run, say
 
 MODULE = "github.com/kubernetes-sigs/dra-driver-cpu"

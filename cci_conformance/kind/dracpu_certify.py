@@ -12,14 +12,16 @@ from ..certify import bundle
 from ..errors import ConfigError
 from ..paths import DRIVERS_DIR, SUITES_DIR
 from ..topology import library
-from . import dracpu, nodeimage, toolchain
-from .cluster import KindCluster
-from .cluster_config import ClusterPlan, NodePlan
+from . import dracpu
+from .cluster import toolchain
+from .cluster.config import ClusterPlan, NodePlan
+from .cluster.lifecycle import KindCluster
 from .dracpu_latency import preparation_latency
 from .dracpu_manifests import DriverDeployment, feature_gates
 from .dracpu_restarts import container_restart, driver_down, driver_restart, driver_restart_prepared
 from .dracpu_scenarios import INCONCLUSIVE, Finding, empty_shared_pool, registration, shared_claim, steady
 from .dracpu_session import DraCpuSession
+from .image import nodeimage
 from .runner import say
 
 CATALOG = SUITES_DIR / "dra_cpu" / "requirements.yaml"

@@ -40,7 +40,7 @@ class DriverDeployment:
     log_level: int = 4
     healthz_port: int = 8080
     # Where the node shows the faked machine's sysfs: "/sys" when our kind config mounts it over the
-    # node's own; another path when only the driver is shown it (cluster_config NodePlan.machine_root).
+    # node's own; another path when only the driver is shown it (cluster.config NodePlan.machine_root).
     node_sysfs: str = "/sys"
     extra_args: tuple[str, ...] = field(default=())
 

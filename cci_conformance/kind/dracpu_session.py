@@ -11,17 +11,18 @@ from pathlib import Path
 
 from ..topology.model import Topology
 from ..waiting import wait_for
-from . import dracpu_log, dracpu_pods, dracpu_slices, gobuild
-from .cluster import KindCluster
+from . import dracpu_log, dracpu_pods, dracpu_slices
+from .cluster.lifecycle import KindCluster
+from .cluster.node_access import RECORDER_LOG
+from .cluster.pods import pause_image
 from .dracpu_manifests import APP, DRIVER_NAME, NAMESPACE, DriverDeployment, objects
-from .nodeaccess import RECORDER_LOG
-from .pods import pause_image
+from .image import gobuild
 from .runner import CommandFailed, run
 
 # Node label the DaemonSet's selector gets while the driver is paused: no node has it, so the
 # DaemonSet controller removes the driver pod (the way to take an NRI plugin away on purpose).
 PAUSE_LABEL = "cci-conformance/dra-cpu-paused"
-ASSETS = Path(__file__).parent / "assets"
+ASSETS = Path(__file__).parent / "image" / "assets"  # the node image's sources, the recorder among them
 RECORDER_BINARY = "/usr/local/sbin/cpuset-recorder"  # containerd's runc BinaryName (node_files.py)
 READY_TIMEOUT_S = 180
 

@@ -8,11 +8,11 @@ from ..node.profile import parse_config
 from ..topology import library
 from ..waiting import WaitTimeout, wait_for
 from . import dracpu_log
-from .cluster_config import ClusterPlan, NodePlan
+from .cluster.config import ClusterPlan, NodePlan
+from .cluster.node_access import STATE_PATH
 from .dracpu_pods import NAMESPACE as POD_NS
 from .dracpu_scenarios import FAIL, PASS, Finding
 from .dracpu_session import DraCpuSession
-from .nodeaccess import STATE_PATH
 
 # The kubelet re-applies its own cpusets to every container on its reconcile loop
 # (cpu_manager reconcileState, every --cpu-manager-reconcile-period, default 10 s).

@@ -21,7 +21,7 @@ import (
 )
 
 // The kubelet's journal lines of registrations (klog InfoS messages): the harness's kind backend reads a
-// driver's registrations and refusal reasons from them (cci_conformance/kind/node_view.py), whatever the
+// driver's registrations and refusal reasons from them (cci_conformance/kind/cci/node_view.py), whatever the
 // driver logs itself.
 const (
 	LogRegistered   = "CCI driver registered"

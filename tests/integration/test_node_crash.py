@@ -13,8 +13,9 @@ import grpc
 import pytest
 import yaml
 
-from cci_conformance.backends.base import SessionConfig, get_backend
+from cci_conformance.backends.base import SessionConfig
 from cci_conformance.backends.checks import check_cpu_manager_state, check_pod_resources, check_snapshot
+from cci_conformance.backends.registry import get_backend
 from cci_conformance.node.api import ClaimRef, ContainerSpec, PodSpec
 from cci_conformance.node.cci_journal import read_cci_state
 from cci_conformance.node.client import NodeClient

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cci_conformance.backends.base import SessionConfig, get_backend
+from cci_conformance.backends.base import SessionConfig
 from cci_conformance.backends.checks import check_cpu_manager_state, check_pod_resources, check_snapshot
+from cci_conformance.backends.registry import get_backend
 from cci_conformance.node.api import ClaimRef, ContainerSpec, PodSpec
 from cci_conformance.paths import PROFILES_DIR, REFERENCE_DRIVER_DIR
 from cci_conformance.topology import library

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cci_conformance.backends.base import SessionConfig, get_backend
+from cci_conformance.backends.base import SessionConfig
+from cci_conformance.backends.registry import get_backend
 from cci_conformance.paths import PROFILES_DIR, PROJECT_ROOT
 from cci_conformance.topology import library
 from cci_conformance.waiting import WaitTimeout

@@ -9,10 +9,12 @@ import pytest
 from kind_plans import DRIVER, GO_REFERENCE, INTEL, INTEL_PROFILE, SLOTS, SNC4, SNC4_PROFILE
 
 from cci_conformance.drivers.manifest import load_manifest
-from cci_conformance.kind import cache, cci_deploy, cci_driver_image, hostguard, nodeimage, toolchain
-from cci_conformance.kind import cluster as kind_cluster_mod
-from cci_conformance.kind.cci_manifests import CCIDriverDeployment
-from cci_conformance.kind.cluster_config import ClusterPlan, NodePlan
+from cci_conformance.kind.cci import deploy
+from cci_conformance.kind.cci.manifests import CCIDriverDeployment
+from cci_conformance.kind.cluster import hostguard, toolchain
+from cci_conformance.kind.cluster import lifecycle as kind_cluster_mod
+from cci_conformance.kind.cluster.config import ClusterPlan, NodePlan
+from cci_conformance.kind.image import cache, go_driver, nodeimage
 from cci_conformance.kind.runner import say
 from cci_conformance.node.profile import parse_config
 from cci_conformance.topology import library
@@ -95,12 +97,12 @@ def snc4_worker(cluster):
 @pytest.fixture(scope="module")
 def cci_driver(cluster, intel_worker):
     """The Go reference CCI driver deployed on the INTEL worker and registered with its kubelet, per module."""
-    built = cci_driver_image.build_image()
+    built = go_driver.build_image()
     plan = CCIDriverDeployment(load_manifest(GO_REFERENCE), built.reference, intel_worker, DRIVER)
     try:
-        seconds = cci_deploy.deploy(cluster, plan, built.archive, SLOTS)
+        seconds = deploy.deploy(cluster, plan, built.archive, SLOTS)
         say(f"cci: driver image {built.seconds:.1f} s (reused: {built.reused}); registered {seconds:.1f} s after apply")
         yield plan
     finally:
         # Deregistered before the next module: the static differential runs with no CCI driver registered.
-        cci_deploy.undeploy(cluster, plan)
+        deploy.undeploy(cluster, plan)

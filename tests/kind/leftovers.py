@@ -6,8 +6,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from cci_conformance.kind import toolchain
-from cci_conformance.kind.cluster import CLUSTER_MARKER, WORKDIR_PREFIX
+from cci_conformance.kind.cluster import toolchain
+from cci_conformance.kind.cluster.lifecycle import CLUSTER_MARKER, WORKDIR_PREFIX
 
 
 def docker_words(*args: str) -> list[str]:

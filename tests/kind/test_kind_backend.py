@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from cci_conformance.backends.base import SessionConfig, get_backend
+from cci_conformance.backends.base import SessionConfig
 from cci_conformance.backends.checks import check_cpu_manager_state, check_pod_resources, check_snapshot
+from cci_conformance.backends.registry import get_backend
 from cci_conformance.certify.settings import load_node_profile
-from cci_conformance.kind import nodeimage, toolchain
+from cci_conformance.kind.cluster import toolchain
+from cci_conformance.kind.image import nodeimage
 from cci_conformance.topology import library
 
 pytestmark = pytest.mark.kind

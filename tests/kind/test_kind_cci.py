@@ -10,10 +10,11 @@ import pytest
 from kind_plans import DRIVER, INTEL, SLOTS
 
 from cci_conformance.cpuset import format_cpulist, parse_cpulist
-from cci_conformance.kind import cci_deploy, cci_manifests, pods
-from cci_conformance.kind.cci_manifests import CCIDriverDeployment
+from cci_conformance.kind.cci import deploy, manifests
+from cci_conformance.kind.cci.manifests import CCIDriverDeployment
+from cci_conformance.kind.cluster import pods
+from cci_conformance.kind.cluster.node_access import CCI_STATE_PATH, NodeAccess
 from cci_conformance.kind.differential import Step, g
-from cci_conformance.kind.nodeaccess import CCI_STATE_PATH, NodeAccess
 from cci_conformance.kind.runner import say
 from cci_conformance.node import checkpoint
 from cci_conformance.topology import library
@@ -45,10 +46,10 @@ def admitted(cluster, intel_worker, cci_driver):
     image = pods.pause_image(cluster, intel_worker)
     try:
         started = time.monotonic()
-        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(cci_manifests.resource_claim(CLAIM, DRIVER, PARAMS)))
-        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(cci_manifests.claim_pod(CLAIM_POD, CLAIM, intel_worker,
+        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(manifests.resource_claim(CLAIM, DRIVER, PARAMS)))
+        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(manifests.claim_pod(CLAIM_POD, CLAIM, intel_worker,
                                                                                    image)))
-        pod = cci_deploy.wait_pod(cluster, CLAIM_POD)
+        pod = deploy.wait_pod(cluster, CLAIM_POD)
         say(f"cci: claim pod running {time.monotonic() - started:.1f} s after its claim was created")
         assert pod["status"]["phase"] == "Running", pod["status"]
         claim = json.loads(cluster.kubectl("get", "resourceclaim", CLAIM, "-o", "json"))
@@ -95,10 +96,10 @@ def test_claim_container_runs_on_the_drivers_grant_beside_a_static_pod(cluster, 
     assert not grant & cpu_state.default_cpuset
     assert len(admitted.static_cpus) == 4 and not admitted.static_cpus & parse_cpulist("0")
     # The driver granted exactly that, for this claim's parameters, and learnt the container's id (Add).
-    admission = cci_deploy.driver_admissions(cci_deploy.driver_state(admitted.plan))[
+    admission = deploy.driver_admissions(deploy.driver_state(admitted.plan))[
         (admitted.pod_uid, "c0")]
     assert admission["claim_uid"] == admitted.claim_uid
-    assert admission["resource_handle"] == cci_manifests.handle_of(PARAMS)
+    assert admission["resource_handle"] == manifests.handle_of(PARAMS)
     assert parse_cpulist(",".join(group["cpus"] for group in admission["groups"])) == grant
     assert admission["container_id"] == record["containerID"]
     # The runtime was asked for the grant at create (the cpuset recorder), the static pod for its CPUs.
@@ -107,16 +108,16 @@ def test_claim_container_runs_on_the_drivers_grant_beside_a_static_pod(cluster, 
 
 
 def test_admission_latency_is_a_kubelet_metric(cluster, admitted):
-    text = cci_deploy.kubelet_metrics(cluster, admitted.node.node)
-    calls = cci_deploy.metric_samples(text, "kubelet_cci_admit_duration_seconds_count")
-    total = cci_deploy.metric_samples(text, "kubelet_cci_admit_duration_seconds_sum")
+    text = deploy.kubelet_metrics(cluster, admitted.node.node)
+    calls = deploy.metric_samples(text, "kubelet_cci_admit_duration_seconds_count")
+    total = deploy.metric_samples(text, "kubelet_cci_admit_duration_seconds_sum")
     key = (("driver", DRIVER), ("outcome", "admitted"))
     assert calls.get(key, 0) >= 1, calls
-    whole = cci_deploy.metric_samples(text, "kubelet_cci_admission_duration_seconds_count")
+    whole = deploy.metric_samples(text, "kubelet_cci_admission_duration_seconds_count")
     assert whole.get((("outcome", "admitted"),), 0) >= 1, whole
     # the running claim container had its CCIAddContainerResource timed too (issue 26: kind judges Admit + Add)
-    adds = cci_deploy.metric_samples(text, "kubelet_cci_add_container_duration_seconds_count")
-    add_total = cci_deploy.metric_samples(text, "kubelet_cci_add_container_duration_seconds_sum")
+    adds = deploy.metric_samples(text, "kubelet_cci_add_container_duration_seconds_count")
+    add_total = deploy.metric_samples(text, "kubelet_cci_add_container_duration_seconds_sum")
     added = (("driver", DRIVER), ("outcome", "added"))
     assert adds.get(added, 0) >= 1, adds
     say(f"cci: CCIAdmit mean {1000 * total[key] / calls[key]:.2f} ms over {int(calls[key])} call(s), "
@@ -138,10 +139,10 @@ def test_a_kubelet_restart_keeps_every_grant(cluster, admitted, how):
              timeout=120, interval=1, what="the restarted kubelet to answer /healthz")
     say(f"cci: kubelet back {time.monotonic() - started:.1f} s after {how.format(pid=old)}")
     # The restarted kubelet wipes its node's ResourceSlices (DRA manager start-up); the harness publishes again.
-    wait_for(lambda: not cci_deploy.slice_exists(cluster, admitted.plan), timeout=60, interval=0.5,
+    wait_for(lambda: not deploy.slice_exists(cluster, admitted.plan), timeout=60, interval=0.5,
              what="the restarted kubelet to wipe its node's ResourceSlices")
-    cci_deploy.republish_slice(cluster, admitted.plan, SLOTS)
-    assert cci_deploy.slice_exists(cluster, admitted.plan)
+    deploy.republish_slice(cluster, admitted.plan, SLOTS)
+    assert deploy.slice_exists(cluster, admitted.plan)
     # Restored, not re-granted: the same container, the same CPUs in both checkpoints and in the runtime.
     after_cci = node.cci_manager_state()
     assert after_cci["containers"] == before_cci["containers"]
@@ -154,15 +155,15 @@ def test_a_kubelet_restart_keeps_every_grant(cluster, admitted, how):
     wait_for(lambda: node.cpu_manager_state().entries == before_cpu.entries, timeout=30, interval=1,
              what="cpu_manager_state to stay as before the kill")
     assert _recorded(node, CLAIM_POD) == admitted.grant
-    live = cci_deploy.driver_admissions(cci_deploy.driver_state(admitted.plan))
+    live = deploy.driver_admissions(deploy.driver_state(admitted.plan))
     assert set(live) == {(admitted.pod_uid, "c0")}, "the driver must hold exactly the one admission"
 
 
 def _run_claim_pod(cluster, node: str, name: str, params: dict) -> dict:
     image = pods.pause_image(cluster, node)
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(cci_manifests.resource_claim(name, DRIVER, params)))
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(cci_manifests.claim_pod(name, name, node, image)))
-    return cci_deploy.wait_pod(cluster, name)
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(manifests.resource_claim(name, DRIVER, params)))
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(manifests.claim_pod(name, name, node, image)))
+    return deploy.wait_pod(cluster, name)
 
 
 def _remove_claim_pod(cluster, node: NodeAccess, name: str) -> None:
@@ -239,15 +240,15 @@ def test_a_pod_removed_while_the_kubelet_was_down_is_released_at_the_driver(clus
         cluster.kubectl("delete", "pod", name, "--force", "--grace-period=0")
         node.host.check_output(f"crictl stopp {sandbox} && crictl rmp -f {sandbox}")
         node.host.check_output("systemctl start kubelet")
-        wait_for(lambda: not cci_deploy.slice_exists(cluster, admitted.plan), timeout=60, interval=0.5,
+        wait_for(lambda: not deploy.slice_exists(cluster, admitted.plan), timeout=60, interval=0.5,
                  what="the restarted kubelet to wipe its node's ResourceSlices")
-        cci_deploy.republish_slice(cluster, admitted.plan, SLOTS)
+        deploy.republish_slice(cluster, admitted.plan, SLOTS)
 
         # At start the CCI manager finds the container gone: it releases the CPUs and owes the driver a
         # Remove, which it sends once the driver has registered again (kubelet-cci restore.go).
         def released_everywhere():
             cci, cpu = node.cci_manager_state(), node.cpu_manager_state()
-            live = cci_deploy.driver_admissions(cci_deploy.driver_state(admitted.plan))
+            live = deploy.driver_admissions(deploy.driver_state(admitted.plan))
             return (uid not in {r["podUID"] for r in cci["containers"]} and not cci["pending"]
                     and uid not in cpu.entries and grant <= cpu.default_cpuset and (uid, "c0") not in live)
         wait_for(released_everywhere, timeout=120, interval=1,
@@ -270,9 +271,9 @@ def test_deleting_the_pod_releases_at_the_driver_and_to_the_shared_pool(cluster,
                 and not cci["containers"] and not cci["pending"])
     wait_for(released, timeout=120, interval=1, what=f"CPUs {format_cpulist(admitted.grant)} back in the shared pool")
     # CCIRemoveContainerResource reached the driver: its state log deleted the admission.
-    changes = cci_deploy.driver_state(admitted.plan)
+    changes = deploy.driver_state(admitted.plan)
     assert [[admitted.pod_uid, "c0"]] in [c.get("del") for c in changes]
-    assert (admitted.pod_uid, "c0") not in cci_deploy.driver_admissions(changes)
+    assert (admitted.pod_uid, "c0") not in deploy.driver_admissions(changes)
     # The static pod kept its CPUs throughout.
     assert node.cpu_manager_state().entries[admitted.static_uid] == {"c0": admitted.static_cpus}
 

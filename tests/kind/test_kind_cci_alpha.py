@@ -13,12 +13,14 @@ from test_kind_cci_differential import DENIED_SHARED, X3, X4, _assert_agree, _bo
 
 from cci_conformance.cpuset import format_cpulist, parse_cpulist
 from cci_conformance.drivers.manifest import load_manifest
-from cci_conformance.kind import cci_deploy, cci_driver_image, cci_manifests, pods, toolchain
-from cci_conformance.kind import cluster as kind_cluster_mod
-from cci_conformance.kind.cci_manifests import CCIDriverDeployment
-from cci_conformance.kind.cluster_config import ClusterPlan, NodePlan
+from cci_conformance.kind.cci import deploy, manifests
+from cci_conformance.kind.cci.manifests import CCIDriverDeployment
+from cci_conformance.kind.cluster import lifecycle as kind_cluster_mod
+from cci_conformance.kind.cluster import pods, toolchain
+from cci_conformance.kind.cluster.config import ClusterPlan, NodePlan
+from cci_conformance.kind.cluster.node_access import NodeAccess
 from cci_conformance.kind.differential import Step, g
-from cci_conformance.kind.nodeaccess import NodeAccess
+from cci_conformance.kind.image import go_driver
 from cci_conformance.kind.runner import say
 from cci_conformance.node.profile import parse_config
 from cci_conformance.topology import library
@@ -27,7 +29,7 @@ from cci_conformance.waiting import wait_for
 pytestmark = pytest.mark.kind
 
 ALPHA_PROFILE = {"mode": "alpha", "cpuManagerPolicy": "none", "reservedSystemCPUs": "0", "cci": True}
-# cluster_config.kubelet_args passes --reserved-cpus with the static policy only; alpha needs it too
+# cluster.config.kubelet_args passes --reserved-cpus with the static policy only; alpha needs it too
 # (availableCpus = online - reserved - held, docs/spec.md S3.2), so the worker gets it as an extra flag.
 ALPHA_FLAGS = {"reserved-cpus": "0"}
 # The none policy's cpu_manager_state, byte for byte (docs/spec.md S3.5): alpha must leave it so.
@@ -71,9 +73,9 @@ def alpha(alpha_cluster):
     cluster = alpha_cluster
     worker = cluster.node_names()[1]
     node = NodeAccess(worker)
-    built = cci_driver_image.build_image()
+    built = go_driver.build_image()
     plan = CCIDriverDeployment(load_manifest(GO_REFERENCE), built.reference, worker, DRIVER)
-    seconds = cci_deploy.deploy(cluster, plan, built.archive, SLOTS)
+    seconds = deploy.deploy(cluster, plan, built.archive, SLOTS)
     say(f"cci alpha: driver registered {seconds:.1f} s after apply")
     image = pods.pause_image(cluster, worker)
     try:
@@ -89,13 +91,13 @@ def alpha(alpha_cluster):
         for name in (CLAIM_POD, STATIC_POD):
             cluster.kubectl("delete", "pod", name, "--ignore-not-found", "--wait=true", "--timeout=120s", timeout=130)
             cluster.kubectl("delete", "resourceclaim", name, "--ignore-not-found")
-        cci_deploy.undeploy(cluster, plan)
+        deploy.undeploy(cluster, plan)
 
 
 def _run_claim_pod(cluster, worker: str, name: str, params: dict, image: str) -> dict:
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(cci_manifests.resource_claim(name, DRIVER, params)))
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(cci_manifests.claim_pod(name, name, worker, image)))
-    return cci_deploy.wait_pod(cluster, name)
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(manifests.resource_claim(name, DRIVER, params)))
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(manifests.claim_pod(name, name, worker, image)))
+    return deploy.wait_pod(cluster, name)
 
 
 def _cci_record(node: NodeAccess, pod_uid: str) -> dict:
@@ -128,7 +130,7 @@ def test_the_grant_lives_in_cci_manager_state_and_the_runtime_only(alpha):
     # S3.5: cpu_manager_state is the none policy's file byte for byte, grants or not.
     assert node.state_bytes() == NONE_FILE
     # The driver was offered online - reserved (S3.2) and learnt the container id (Add).
-    admission = cci_deploy.driver_admissions(cci_deploy.driver_state(alpha.plan))[(alpha.pod_uid, "c0")]
+    admission = deploy.driver_admissions(deploy.driver_state(alpha.plan))[(alpha.pod_uid, "c0")]
     assert admission["claim_uid"] == alpha.claim_uid and admission["container_id"] == record["containerID"]
     assert parse_cpulist(",".join(group["cpus"] for group in admission["groups"])) == grant
     # S3.1/S3.3: the claim's container runs on its grant, the Guaranteed pod on the shared pool (online - held,
@@ -161,9 +163,9 @@ def test_a_kill_9_of_the_kubelet_keeps_the_grant(alpha):
     wait_for(lambda: time.monotonic() > deadline and _recorded(node, CLAIM_POD) == alpha.grant,
              timeout=2 * RECONCILE_WAIT_S, interval=1, what="the restarted kubelet to keep the claim on its grant")
     # The restored store holds the grant: a claim admitted now gets other CPUs.
-    wait_for(lambda: not cci_deploy.slice_exists(cluster, alpha.plan), timeout=60, interval=0.5,
+    wait_for(lambda: not deploy.slice_exists(cluster, alpha.plan), timeout=60, interval=0.5,
              what="the restarted kubelet to wipe its node's ResourceSlices")
-    cci_deploy.republish_slice(cluster, alpha.plan, SLOTS)
+    deploy.republish_slice(cluster, alpha.plan, SLOTS)
     name = "alpha-after-kill"
     try:
         pod = _run_claim_pod(cluster, node.node, name, X3, pods.pause_image(cluster, node.node))
@@ -181,9 +183,9 @@ def test_deleting_the_pod_releases_the_grant_to_the_shared_pool(alpha):
     cluster.kubectl("delete", "pod", CLAIM_POD, "--wait=true", "--timeout=120s", timeout=130)
     wait_for(lambda: not node.cci_manager_state()["containers"] and not node.cci_manager_state()["pending"],
              timeout=120, interval=1, what="cci_manager_state to forget the deleted claim pod")
-    changes = cci_deploy.driver_state(alpha.plan)
+    changes = deploy.driver_state(alpha.plan)
     assert [[alpha.pod_uid, "c0"]] in [c.get("del") for c in changes]
-    assert (alpha.pod_uid, "c0") not in cci_deploy.driver_admissions(changes)
+    assert (alpha.pod_uid, "c0") not in deploy.driver_admissions(changes)
     assert node.state_bytes() == NONE_FILE
     # The Guaranteed pod follows the shared pool back onto every CPU (reconcile loop).
     online = frozenset(library.load(INTEL).online_cpus)

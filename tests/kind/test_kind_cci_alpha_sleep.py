@@ -10,12 +10,14 @@ from kind_plans import DRIVER, GO_REFERENCE
 from test_kind_cci_alpha import ALPHA_FLAGS, ALPHA_PROFILE
 
 from cci_conformance.drivers.manifest import load_manifest
-from cci_conformance.kind import cci_deploy, cci_driver_image, pods, toolchain
-from cci_conformance.kind import cluster as kind_cluster_mod
-from cci_conformance.kind.cci_manifests import CCIDriverDeployment
-from cci_conformance.kind.cluster_config import ClusterPlan, NodePlan
+from cci_conformance.kind.cci import deploy
+from cci_conformance.kind.cci.manifests import CCIDriverDeployment
+from cci_conformance.kind.cluster import lifecycle as kind_cluster_mod
+from cci_conformance.kind.cluster import pods, toolchain
+from cci_conformance.kind.cluster.config import ClusterPlan, NodePlan
+from cci_conformance.kind.cluster.node_access import NodeAccess
 from cci_conformance.kind.differential import Step
-from cci_conformance.kind.nodeaccess import NodeAccess
+from cci_conformance.kind.image import go_driver
 from cci_conformance.kind.runner import say
 from cci_conformance.node.profile import parse_config
 from cci_conformance.waiting import wait_for
@@ -79,9 +81,9 @@ def test_asleep_the_kubelet_is_the_unpatched_none_one_then_a_registration_wakes_
     assert node.recorded_cpusets() == {}, node.recorded_cpusets()
     assert "CCI alpha: awake from the start" not in node.kubelet_log(2000)
 
-    built = cci_driver_image.build_image()
+    built = go_driver.build_image()
     plan = CCIDriverDeployment(load_manifest(GO_REFERENCE), built.reference, worker, DRIVER)
-    seconds = cci_deploy.deploy(cluster, plan, built.archive, 1)
+    seconds = deploy.deploy(cluster, plan, built.archive, 1)
     say(f"cci alpha sleep: driver registered {seconds:.1f} s after apply")
     try:
         # Awake: the file is written (mode alpha, nothing held), allocatable = online - reserved, and the
@@ -96,4 +98,4 @@ def test_asleep_the_kubelet_is_the_unpatched_none_one_then_a_registration_wakes_
         plain = [r for r in node.recorded_cpusets().values() if r.pod_name == PLAIN_POD]
         assert [r.requested for r in plain] == [online], plain
     finally:
-        cci_deploy.undeploy(cluster, plan)
+        deploy.undeploy(cluster, plan)

@@ -13,9 +13,10 @@ from kind_plans import DRIVER, GO_REFERENCE, INTEL, INTEL_PROFILE
 from cci_conformance.backends.base import SessionConfig
 from cci_conformance.backends.embedded import EmbeddedBackend
 from cci_conformance.cpuset import format_cpulist
-from cci_conformance.kind import cci_deploy, cci_manifests, pods
+from cci_conformance.kind.cci import deploy, manifests
+from cci_conformance.kind.cluster import pods
+from cci_conformance.kind.cluster.node_access import NodeAccess
 from cci_conformance.kind.differential import Step, g
-from cci_conformance.kind.nodeaccess import NodeAccess
 from cci_conformance.node.api import ClaimRef, ContainerSpec, PodSpec
 from cci_conformance.topology import library
 from cci_conformance.waiting import WaitTimeout, wait_for
@@ -66,9 +67,9 @@ def _kubelet_step(cluster, node: NodeAccess, image: str, name: str, what, uids: 
                  and uid not in {r["podUID"] for r in node.cci_manager_state()["containers"]},
                  timeout=120, interval=0.5, what=f"the kubelet to release {name}")
     elif isinstance(what, dict):
-        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(cci_manifests.resource_claim(name, DRIVER, what)))
-        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(cci_manifests.claim_pod(name, name, node.node, image)))
-        pod = cci_deploy.wait_pod(cluster, name)
+        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(manifests.resource_claim(name, DRIVER, what)))
+        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(manifests.claim_pod(name, name, node.node, image)))
+        pod = deploy.wait_pod(cluster, name)
         uids[name] = pod["metadata"]["uid"]
         claims[name] = cluster.kubectl("get", "resourceclaim", name, "-o", "jsonpath={.metadata.uid}")
         outcomes[name] = "admitted" if pod["status"]["phase"] == "Running" else pod["status"].get("reason", "")

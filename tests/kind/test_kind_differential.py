@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from kind_plans import INTEL, INTEL_PROFILE, SNC4, SNC4_PROFILE
 
+from cci_conformance.kind.cluster.node_access import NodeAccess
 from cci_conformance.kind.differential import (
     Step,
     first_difference,
@@ -13,7 +14,6 @@ from cci_conformance.kind.differential import (
     run_on_kubelet,
     run_on_model,
 )
-from cci_conformance.kind.nodeaccess import NodeAccess
 from cci_conformance.node.profile import parse_config
 from cci_conformance.topology import library
 from cci_conformance.waiting import wait_for

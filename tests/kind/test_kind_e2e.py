@@ -6,9 +6,9 @@ import pytest
 from kind_plans import INTEL, INTEL_PROFILE
 
 from cci_conformance.cpuset import parse_cpulist
-from cci_conformance.kind import pods
+from cci_conformance.kind.cluster import pods
+from cci_conformance.kind.cluster.node_access import NodeAccess
 from cci_conformance.kind.differential import Step, g
-from cci_conformance.kind.nodeaccess import NodeAccess
 from cci_conformance.topology import library
 from cci_conformance.waiting import wait_for
 

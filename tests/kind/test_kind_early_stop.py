@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from leftovers import assert_nothing_left
 
-from cci_conformance.kind import nodeimage, toolchain
+from cci_conformance.kind.cluster import toolchain
+from cci_conformance.kind.image import nodeimage
 
 pytestmark = [pytest.mark.kind, pytest.mark.slow]
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from leftovers import assert_nothing_left, docker_words
 
-from cci_conformance.kind import nodeimage, toolchain
+from cci_conformance.kind.cluster import toolchain
+from cci_conformance.kind.image import nodeimage
 from cci_conformance.waiting import wait_for
 
 pytestmark = [pytest.mark.kind, pytest.mark.slow]

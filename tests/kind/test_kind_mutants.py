@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cci_conformance.kind import nodeimage, toolchain
+from cci_conformance.kind.cluster import toolchain
+from cci_conformance.kind.image import nodeimage
 from cci_conformance.paths import MUTANTS_DIR
 
 pytestmark = [pytest.mark.kind, pytest.mark.slow]

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from cci_conformance.drivers.manifest import load_manifest, substitute
-from cci_conformance.kind import nodeimage, toolchain
-from cci_conformance.kind.python_driver_image import build_python_image
+from cci_conformance.kind.cluster import toolchain
+from cci_conformance.kind.image import nodeimage
+from cci_conformance.kind.image.python_driver import build_python_image
 from cci_conformance.kind.runner import run
 from cci_conformance.topology import library
 from cci_conformance.topology.render import render

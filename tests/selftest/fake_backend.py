@@ -18,7 +18,8 @@ from typing import ClassVar
 
 import yaml
 
-from cci_conformance.backends.base import NodeStartFailed, SessionConfig, register_backend
+from cci_conformance.backends.base import NodeStartFailed, SessionConfig
+from cci_conformance.backends.registry import register_backend
 from cci_conformance.cpuset import format_cpulist
 from cci_conformance.node.api import AdmissionResult, ContainerAssignment, NodeSnapshot, PersistedState, PodSpec
 
@@ -32,6 +33,7 @@ def _log(event: str, workdir: Path) -> None:
 
 class FakeSession:
     backend_name = "fake"
+    pods_from_api_server = False
     features: frozenset[str] = frozenset()  # no optional hook: tests needing one are not-applicable
 
     def __init__(self, config: SessionConfig):

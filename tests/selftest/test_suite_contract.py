@@ -7,9 +7,11 @@ import ast
 from cci_conformance.backends.base import NodeSession
 from cci_conformance.paths import PROJECT_ROOT, SUITES_DIR
 
-# What suites may import of the embedded node's package: the contract's value types, and the parser of
-# the kubelet's own cpu_manager_state format (upstream's, which every backend's kubelet writes).
-ALLOWED_NODE_MODULES = frozenset({"cci_conformance.node.api", "cci_conformance.node.cpumanager.state"})
+# What suites may import of the embedded node's package: the contract's value types. (The kubelet's own
+# cpu_manager_state format, which every backend's kubelet writes, is cci_conformance/cpu_manager_state.py.)
+NODE = "cci_conformance.node"
+ALLOWED_NODE_MODULES = frozenset({"cci_conformance.node.api"})
+IMPORTERS = frozenset({"import_module", "__import__", "import_from_path"})  # a module named by a string
 SESSION_NAMES = frozenset({"node", "session"})  # how suites and fixtures name a NodeSession
 CONTRACT = frozenset(name for name in dir(NodeSession) if not name.startswith("_")) | \
     frozenset(NodeSession.__annotations__)
@@ -28,14 +30,38 @@ def _session(expr: ast.AST) -> bool:
         and expr.value.id == "self"
 
 
+def _is_node(module: str) -> bool:
+    return module == NODE or module.startswith(NODE + ".")
+
+
+def _node_modules(node: ast.AST) -> list[str]:
+    """The modules of the node package that ``node`` imports, in every form: ``from ... import``, ``import``,
+    ``from cci_conformance import node``, and a dotted name handed to importlib or ``__import__``."""
+    if isinstance(node, ast.ImportFrom) and not node.level:
+        base = node.module or ""
+        if base == "cci_conformance":
+            return [f"{base}.{a.name}" for a in node.names if _is_node(f"{base}.{a.name}")]
+        if _is_node(base):  # from cci_conformance.node import api: the module api, else the names of base
+            return [f"{base}.{a.name}" if f"{base}.{a.name}" in ALLOWED_NODE_MODULES else base for a in node.names]
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if _is_node(a.name)]
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+            and isinstance(node.args[0].value, str) and _is_node(node.args[0].value):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in IMPORTERS:
+            return [node.args[0].value]
+    return []
+
+
 def violations(source: str) -> list[str]:
     """Every look at a node that is not the contract's, with its line."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cci_conformance.node") \
-                and node.module not in ALLOWED_NODE_MODULES:
-            found.append(f"line {node.lineno}: imports {node.module} (node internals)")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr") \
+        for module in _node_modules(node):
+            if module not in ALLOWED_NODE_MODULES:
+                found.append(f"line {node.lineno}: imports {module} (node internals)")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr") \
                 and node.args and _session(node.args[0]):
             found.append(f"line {node.lineno}: {node.func.id} on a session (use require_feature)")
         elif isinstance(node, ast.Attribute) and _session(node.value) and node.attr not in CONTRACT:
@@ -59,6 +85,17 @@ def test_the_check_sees_each_way_around_the_contract():
            "    session.snapshot().extra['pending']\n")
     found = violations(bad)
     assert sorted(v.split(":")[0] for v in found) == ["line 1", "line 3", "line 5", "line 6"], found
+    imports = ("import cci_conformance.node.cpumanager.state\n"
+               "from cci_conformance.node import cpumanager\n"
+               "from cci_conformance import node as embedded\n"
+               "from cci_conformance.node.cpumanager import loads\n"
+               "import importlib\n"
+               "importlib.import_module('cci_conformance.node.persisted')\n"
+               "__import__('cci_conformance.node.codec')\n")
+    assert [v.split(":")[0] for v in violations(imports)] == \
+        ["line 1", "line 2", "line 3", "line 4", "line 6", "line 7"], violations(imports)
+    assert violations("from cci_conformance.node import api\nfrom cci_conformance.node.api import PodSpec\n"
+                      "from cci_conformance.cpu_manager_state import loads\n") == []
     good = ("from cci_conformance.certify.outcomes import require_feature\n"
             "def t(node):\n    require_feature(node, 'driver-pause')\n    node.pause_driver()\n"
             "    node.persisted_state().pending\n")

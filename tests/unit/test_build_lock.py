@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from cci_conformance.kind import cache
+from cci_conformance.kind.image import cache
 
 OTHER_PROCESS = """
 import contextlib

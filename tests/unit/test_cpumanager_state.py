@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cci_conformance.cpuset import parse_cpulist
-from cci_conformance.node.cpumanager.state import (
+from cci_conformance.cpu_manager_state import (
     CPUManagerState,
     CPUManagerStateError,
     dumps,
@@ -20,6 +19,7 @@ from cci_conformance.node.cpumanager.state import (
     spew_for_hash,
     write_state_file,
 )
+from cci_conformance.cpuset import parse_cpulist
 
 PUBLIC_VECTOR = (
     "(*state.CPUManagerCheckpoint){PolicyName:(string)static DefaultCPUSet:(string)0,2-12,14-23 "

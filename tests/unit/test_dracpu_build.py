@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from cci_conformance.errors import ConfigError
-from cci_conformance.kind import dracpu, gobuild
-from cci_conformance.kind.ociimage import write_archive
+from cci_conformance.kind import dracpu
+from cci_conformance.kind.image import gobuild
+from cci_conformance.kind.image.oci_archive import write_archive
 
 # The head of v0.2.0's go.mod as the proxy serves it: no replace directives, so the wrapper needs none.
 UPSTREAM_GOMOD = """module github.com/kubernetes-sigs/dra-driver-cpu

@@ -183,7 +183,7 @@ def test_static_policy_plan_pins_with_the_kubelet_and_reserves_cpu0():
 
 
 def test_policy_none_worker_shows_the_faked_machine_to_the_driver_only(tmp_path):
-    from cci_conformance.kind.cluster_config import kind_config
+    from cci_conformance.kind.cluster.config import kind_config
     from cci_conformance.kind.dracpu_manifests import DriverDeployment, daemonset, unmounted_reads
 
     plan = dracpu_certify.cluster_plan("cci-x", "laptop-1s4c-smt2", "img")
@@ -207,7 +207,7 @@ def test_a_pod_can_hold_its_prepared_claim_before_its_container_exists():
 
 
 def test_grouped_claims_ask_for_capacity_of_one_group_device_and_the_cluster_gets_the_gate(tmp_path):
-    from cci_conformance.kind.cluster_config import kind_config
+    from cci_conformance.kind.cluster.config import kind_config
     from cci_conformance.kind.dracpu_manifests import DriverDeployment, feature_gates
 
     exactly = dracpu_pods.claim("c", 3, grouped=True)["spec"]["devices"]["requests"][0]["exactly"]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from cci_conformance.cpu_manager_state import CPUManagerState
 from cci_conformance.cpuset import parse_cpulist
 from cci_conformance.errors import ConfigError
-from cci_conformance.kind import node_view, run_cluster, session_ledger
-from cci_conformance.node.cpumanager.state import CPUManagerState
+from cci_conformance.kind.cci import ledger, node_view, run_cluster
 from cci_conformance.node.profile import load_config
 from cci_conformance.paths import PROJECT_ROOT
 
@@ -19,7 +19,7 @@ def test_every_shipped_profile_runs_on_the_patched_kubelet(name):
     config = run_cluster.node_config(load_config(PROFILES / f"{name}.yaml", need_paths=False).raw)
     flags = run_cluster.kubelet_flags(config)
     assert flags["cpu-manager-reconcile-period"] == run_cluster.RECONCILE_PERIOD
-    # the static policy gets --reserved-cpus from cluster_config.kubelet_args; the none policy only from here
+    # the static policy gets --reserved-cpus from cluster.config.kubelet_args; the none policy only from here
     assert flags.get("reserved-cpus") == ("0" if name == "alpha" else None)
 
 
@@ -52,12 +52,12 @@ def test_in_alpha_the_grants_and_the_shared_pool_come_from_the_cci_records():
     # alpha.go: held = exclusive + withheld; Shared = online - held, the reserved CPU 0 included
     assert read.assigned() == {1, 2, 3}
     assert read.shared_pool() == parse_cpulist("0,4-15")
-    assert session_ledger.exclusive_map(read) == {"a/c0": {1, 2, 3}}  # a SHARED-only container holds nothing
-    assert session_ledger.effective(read.cci["containers"][0], read) == {2, 3}
-    assert session_ledger.effective(read.cci["containers"][1], read) == {4, 5, 6, 7}
+    assert ledger.exclusive_map(read) == {"a/c0": {1, 2, 3}}  # a SHARED-only container holds nothing
+    assert ledger.effective(read.cci["containers"][0], read) == {2, 3}
+    assert ledger.effective(read.cci["containers"][1], read) == {4, 5, 6, 7}
     plain = {"metadata": {"uid": "s", "name": "q", "namespace": "n"}, "status": {"containerStatuses": [
         {"name": "c0", "containerID": "containerd://ids", "state": {"running": {}}}]}}
-    (state,) = session_ledger.containers_of([plain], read)
+    (state,) = ledger.containers_of([plain], read)
     # a Guaranteed pod gets no CPUs of its own under the none policy: it runs on the shared pool
     assert (state.source, state.store_cpus, state.runtime_cpus, state.exclusive) == \
         ("shared", parse_cpulist("0,4-15"), parse_cpulist("0,4-15"), False)

@@ -7,26 +7,28 @@ import sys
 
 import pytest
 
+from cci_conformance.cpu_manager_state import CPUManagerState
 from cci_conformance.cpuset import parse_cpulist
 from cci_conformance.drivers.manifest import load_manifest
 from cci_conformance.errors import ConfigError
-from cci_conformance.kind import kind_pods, node_view, run_cluster, session_ledger
+from cci_conformance.kind.cci import ledger, node_view, pod_objects, run_cluster
 from cci_conformance.node.api import ClaimRef, ContainerSpec, PodSpec
-from cci_conformance.node.cpumanager.state import CPUManagerState
 from cci_conformance.paths import PROJECT_ROOT
 from cci_conformance.topology import library
 
 
 def test_kind_is_registered_without_importing_kind_code():
-    code = ("import sys; from cci_conformance.backends.base import get_backend; b = get_backend('kind'); "
+    # The adapter (kind/cci/backend.py) and its two docstring-only packages, nothing the sessions need.
+    code = ("import sys; from cci_conformance.backends.registry import get_backend; b = get_backend('kind'); "
             "print(b.name, sorted(m for m in sys.modules if m.startswith(('cci_conformance.kind', 'testinfra', "
             "'kubernetes'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PROJECT_ROOT)
-    assert out.stdout.strip() == "kind []"
+    adapter = ["cci_conformance.kind", "cci_conformance.kind.cci", "cci_conformance.kind.cci.backend"]
+    assert out.stdout.strip() == f"kind {adapter}"
 
 
 def test_a_driver_without_a_kind_image_is_refused_naming_the_field(tmp_path):
-    from cci_conformance.kind import driver_images
+    from cci_conformance.kind.cci import driver_image
 
     minimal = load_manifest(PROJECT_ROOT / "drivers_under_test" / "examples" / "minimal")
     if minimal.command[0] == "{python}":  # the example is a Python driver: give it another interpreter
@@ -34,7 +36,7 @@ def test_a_driver_without_a_kind_image_is_refused_naming_the_field(tmp_path):
                                               "local:\n  command: [./native]\n")
         minimal = load_manifest(tmp_path)
     with pytest.raises(ConfigError) as err:
-        driver_images.for_manifest(minimal)
+        driver_image.for_manifest(minimal)
     assert err.value.field == "kind.image" and minimal.name in str(err.value)
 
 
@@ -43,7 +45,7 @@ def test_a_vendor_image_archive_names_its_image_and_needs_its_command(tmp_path):
     import json
     import tarfile
 
-    from cci_conformance.kind import driver_images
+    from cci_conformance.kind.cci import driver_image
 
     archive = tmp_path / "driver.tar"
     with tarfile.open(archive, "w") as tar:
@@ -54,34 +56,34 @@ def test_a_vendor_image_archive_names_its_image_and_needs_its_command(tmp_path):
     base = "name: vendor\nprotocol: cci/v1alpha1\ncapabilities: []\nlocal:\n  command: [./d]\n"
     (tmp_path / "driver.yaml").write_text(base + "kind:\n  image: driver.tar\n")
     with pytest.raises(ConfigError) as err:
-        driver_images.for_manifest(load_manifest(tmp_path))
+        driver_image.for_manifest(load_manifest(tmp_path))
     assert err.value.field == "kind.command"
     command = "  command: [/d, '--state-dir={state_dir}']\n"
     (tmp_path / "driver.yaml").write_text(base + "kind:\n  image: driver.tar\n" + command)
-    image = driver_images.for_manifest(load_manifest(tmp_path))
+    image = driver_image.for_manifest(load_manifest(tmp_path))
     assert (image.reference, image.origin, image.command) == ("example.com/driver:1.2", "vendor archive",
                                                               ("/d", "--state-dir={state_dir}"))
     assert image.digest.startswith("sha256:") and len(image.digest) == 71
     (tmp_path / "driver.yaml").write_text(base + "kind:\n  image: missing.tar\n  command: [/d]\n")
     with pytest.raises(ConfigError, match="does not exist"):
-        driver_images.for_manifest(load_manifest(tmp_path))
+        driver_image.for_manifest(load_manifest(tmp_path))
 
 
 def test_a_claim_pod_goes_through_the_scheduler_with_its_parameters_as_opaque_config():
     params = {"cores": ["2"], "cpu attributes": [["EXCLUSIVE"]]}
     pod = PodSpec("conformance", "name-cci-1", "cci-1", (ContainerSpec("c0", claim="claim"),),
                   (ClaimRef("claim", "claim-cci-1", params),))
-    obj = kind_pods.pod_object(pod, "name-cci-1", "w", "pause:1")
+    obj = pod_objects.pod_object(pod, "name-cci-1", "w", "pause:1")
     assert obj["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "w"} and "nodeName" not in obj["spec"]
     assert obj["spec"]["resourceClaims"] == [{"name": "claim", "resourceClaimName": "name-cci-1-claim"}]
     assert obj["spec"]["containers"][0]["resources"] == {"claims": [{"name": "claim"}]}
-    assert obj["metadata"]["annotations"][kind_pods.TEST_UID] == "cci-1"
+    assert obj["metadata"]["annotations"][pod_objects.TEST_UID] == "cci-1"
     assert obj["spec"]["hostNetwork"] is True  # no CNI plugin or IP range between admission and the sandbox
-    (claim,) = kind_pods.claim_objects(pod, "name-cci-1", "go-reference")
+    (claim,) = pod_objects.claim_objects(pod, "name-cci-1", "go-reference")
     assert claim["spec"]["devices"]["config"][0]["opaque"] == {"driver": "go-reference", "parameters": params}
-    assert claim["metadata"]["labels"] == {kind_pods.LABEL: "name-cci-1"}
+    assert claim["metadata"]["labels"] == {pod_objects.LABEL: "name-cci-1"}
     static = PodSpec("conformance", "s", "s", (ContainerSpec("c0", "2", "2", "1Gi", "1Gi"),))
-    obj = kind_pods.pod_object(static, "s", "w", "pause:1")
+    obj = pod_objects.pod_object(static, "s", "w", "pause:1")
     assert obj["spec"]["nodeName"] == "w"
     assert obj["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "2", "memory": "1Gi"},
                                                           "limits": {"cpu": "2", "memory": "1Gi"}}
@@ -104,10 +106,10 @@ def test_effective_cpusets_follow_the_kubelets_rule():
     read = _read([_record("a", exclusive="2,3", withheld="1", groups=("2,3",)), shared],
                  {"a": {"c0": parse_cpulist("1-3")}, "s": {"c0": parse_cpulist("4,5")}})
     # SHARED groups minus what others hold (the static pod's 4,5); exclusive ones are the grant without withheld.
-    assert session_ledger.effective(shared, read) == {6, 7}
-    assert session_ledger.effective(read.cci["containers"][0], read) == {2, 3}
+    assert ledger.effective(shared, read) == {6, 7}
+    assert ledger.effective(read.cci["containers"][0], read) == {2, 3}
     # Nothing left: the shared pool.
-    assert session_ledger.effective(_record("c", shared="4,5"), read) == parse_cpulist("0,8-15")
+    assert ledger.effective(_record("c", shared="4,5"), read) == parse_cpulist("0,8-15")
 
 
 def test_assignments_and_containers_read_the_kubelets_files():
@@ -117,19 +119,19 @@ def test_assignments_and_containers_read_the_kubelets_files():
     pod = {"metadata": {"uid": "a", "name": "p", "namespace": "n"}, "spec": {"containers": [{"name": "c0"}]},
            "status": {"containerStatuses": [{"name": "c0", "containerID": "containerd://ida",
                                              "state": {"running": {}}}]}}
-    (a,) = session_ledger.assignments(pod, read)
+    (a,) = ledger.assignments(pod, read)
     assert (a.pod_uid, a.source, a.cpus, a.exclusive, a.groups, a.container_id) == \
         ("a", "cci", {2, 3}, True, ({2, 3},), "ida")
     static = {"metadata": {"uid": "s", "name": "q", "namespace": "n"}, "status": {"containerStatuses": [
         {"name": "c0", "containerID": "containerd://ids", "state": {"running": {}}}]}}
-    states = session_ledger.containers_of([pod, static], read)
+    states = ledger.containers_of([pod, static], read)
     assert [(c.pod_uid, c.source, c.store_cpus, c.runtime_cpus) for c in states] == \
         [("a", "cci", {2, 3}, {2, 3}), ("s", "static", {4, 5}, {4, 5})]
-    assert session_ledger.exclusive_map(read) == {"a/c0": {2, 3}, "s/c0": {4, 5}}
+    assert ledger.exclusive_map(read) == {"a/c0": {2, 3}, "s/c0": {4, 5}}
     unrecorded = {"metadata": {"uid": "x", "name": "x", "namespace": "n"}, "status": {"containerStatuses": [
         {"name": "c0", "containerID": "containerd://idx", "state": {"running": {}}}]}}
     with pytest.raises(Exception, match="no cpuset in the recorder log"):
-        session_ledger.containers_of([unrecorded], read)
+        ledger.containers_of([unrecorded], read)
 
 
 def test_registrations_are_the_kubelets_answers_after_its_start():
@@ -146,8 +148,8 @@ def test_registrations_are_the_kubelets_answers_after_its_start():
 
 
 def test_the_driver_sees_the_faked_pci_devices(tmp_path):
-    from cci_conformance.kind import run_driver
-    from cci_conformance.kind.cci_manifests import CCIDriverDeployment
+    from cci_conformance.kind.cci import run_driver
+    from cci_conformance.kind.cci.manifests import CCIDriverDeployment
     from cci_conformance.topology import render
 
     machine = render.render(library.load("server-2s8c-smt2-intel"), tmp_path / "m")
@@ -166,8 +168,8 @@ _CCI_HEAD = '{"kind":"CCICheckpoint","apiVersion":"checkpoint.cci.cci-conformanc
 
 
 def _node_root(tmp_path, cci_text: str, recorder: str | None):
+    from cci_conformance.cpu_manager_state import dumps
     from cci_conformance.node import checkpoint
-    from cci_conformance.node.cpumanager.state import dumps
 
     kubelet = tmp_path / "var" / "lib" / "kubelet"
     kubelet.mkdir(parents=True)
@@ -248,7 +250,7 @@ def _driver_pod(name, namespace="kube-system", phase="Running", deleting=False):
 def test_the_driver_pod_is_the_running_one_and_a_hard_replace_deletes_it_without_grace(monkeypatch):
     from types import SimpleNamespace
 
-    from cci_conformance.kind import session as kind_session
+    from cci_conformance.kind.cci import session as kind_session
 
     session = kind_session.KindSession.__new__(kind_session.KindSession)
     session.plan = SimpleNamespace(driver_name="drv", node_name="w1")
@@ -276,8 +278,8 @@ def test_the_driver_pod_is_the_running_one_and_a_hard_replace_deletes_it_without
     ({"phase": "Failed", "conditions": [{"type": "PodReadyToStartContainers", "status": "False"}]}, False),
 ])
 def test_only_an_admitted_pod_without_a_sandbox_is_the_runtimes_stall(status, stalled):
-    assert kind_pods.sandbox_stalled({"status": status}) is stalled
-    assert kind_pods.sandbox_stalled(None) is False
+    assert pod_objects.sandbox_stalled({"status": status}) is stalled
+    assert pod_objects.sandbox_stalled(None) is False
 
 
 class _StalledPodAPI:
@@ -300,7 +302,7 @@ def test_a_pod_whose_sandbox_never_starts_is_a_node_fault_and_a_stuck_container_
     from types import SimpleNamespace
 
     from cci_conformance.backends.base import NodeFault
-    from cci_conformance.kind import session as kind_session
+    from cci_conformance.kind.cci import session as kind_session
     from cci_conformance.waiting import WaitTimeout
 
     monkeypatch.setattr(kind_session, "POD_TIMEOUT_S", 0.3)
@@ -322,7 +324,7 @@ def test_a_restarted_kubelet_is_waited_for_until_it_lists_the_running_pods(monke
     from types import SimpleNamespace
 
     from cci_conformance.backends.base import NodeFault
-    from cci_conformance.kind import session as kind_session
+    from cci_conformance.kind.cci import session as kind_session
 
     session = kind_session.KindSession.__new__(kind_session.KindSession)
     session.node = "w1"
@@ -362,7 +364,8 @@ class _ClusterThatWillNotStart:
 def test_a_cluster_that_cannot_start_is_a_node_fault_and_is_deleted(monkeypatch):
     from cci_conformance.backends.base import NodeFault
     from cci_conformance.drivers.manifest import load_manifest
-    from cci_conformance.kind import nodeimage, toolchain
+    from cci_conformance.kind.cluster import toolchain
+    from cci_conformance.kind.image import nodeimage
     from cci_conformance.node.profile import load_config
     from cci_conformance.paths import PROJECT_ROOT, REFERENCE_DRIVER_DIR
 
@@ -399,7 +402,9 @@ def unstartable_run(monkeypatch):
     """RunCluster with every outside step faked; the test picks the cluster class and what deploying does."""
     from types import SimpleNamespace
 
-    from cci_conformance.kind import nodeimage, run_driver, toolchain
+    from cci_conformance.kind.cci import run_driver
+    from cci_conformance.kind.cluster import toolchain
+    from cci_conformance.kind.image import nodeimage
 
     monkeypatch.setattr(nodeimage, "image_exists", lambda image: True)
     monkeypatch.setattr(nodeimage, "image_facts", lambda image: {})
@@ -410,7 +415,7 @@ def unstartable_run(monkeypatch):
     monkeypatch.setattr(run_cluster, "inotify_problem", lambda n: None)
     monkeypatch.setattr(run_cluster, "delete_orphans", lambda kind: [])
     monkeypatch.setattr(run_cluster, "KubeAPI", lambda kubeconfig: SimpleNamespace(close=lambda: None))
-    monkeypatch.setattr(run_cluster.driver_images, "for_manifest", lambda manifest: SimpleNamespace(
+    monkeypatch.setattr(run_cluster.driver_image, "for_manifest", lambda manifest: SimpleNamespace(
         reference="driver:1", command=["driver"], python=False, working_dir="/", env={}, archive=None))
     monkeypatch.setattr(run_cluster.atexit, "register", lambda fn: None)
     monkeypatch.setattr(run_cluster.RunCluster, "_clusters", [])

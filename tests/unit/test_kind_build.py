@@ -9,9 +9,10 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from cci_conformance.kind import components, hostguard, images
-from cci_conformance.kind.gobuild import local_replaces
-from cci_conformance.kind.ociimage import ImageSpec, layer_bytes, write_archive
+from cci_conformance.kind.cluster import hostguard
+from cci_conformance.kind.image import components, control_plane
+from cci_conformance.kind.image.gobuild import local_replaces
+from cci_conformance.kind.image.oci_archive import ImageSpec, layer_bytes, write_archive
 
 
 def test_local_replaces_are_found_in_both_go_mod_forms():
@@ -43,8 +44,8 @@ def test_kubernetes_is_stamped_with_its_version():
 
 
 def test_image_roles_follow_kubeadm_names():
-    assert images.role_of("registry.k8s.io/coredns/coredns:v1.12.1") == "coredns"
-    assert images.role_of("registry.k8s.io/etcd:3.6.5-0") == "etcd"
+    assert control_plane.role_of("registry.k8s.io/coredns/coredns:v1.12.1") == "coredns"
+    assert control_plane.role_of("registry.k8s.io/etcd:3.6.5-0") == "etcd"
 
 
 def test_oci_archive_is_importable_layout_with_matching_digests():
@@ -91,7 +92,7 @@ def test_hostguard_reports_and_restores_nothing_when_unchanged():
 def test_cached_only_refuses_to_build_but_reuses(monkeypatch):
     import pytest
 
-    from cci_conformance.kind import cache
+    from cci_conformance.kind.image import cache
 
     monkeypatch.setenv("CCI_KIND_CACHE", tempfile.mkdtemp(prefix="cci-test-cache-", dir="/tmp"))
     try:

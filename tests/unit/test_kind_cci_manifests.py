@@ -10,8 +10,9 @@ import pytest
 
 from cci_conformance.drivers.manifest import load_manifest
 from cci_conformance.errors import ConfigError
-from cci_conformance.kind import cci_deploy, cci_driver_image, cci_manifests
-from cci_conformance.kind.cci_manifests import CCIDriverDeployment
+from cci_conformance.kind.cci import deploy, manifests
+from cci_conformance.kind.cci.manifests import CCIDriverDeployment
+from cci_conformance.kind.image import go_driver
 
 GO_REFERENCE = Path(__file__).resolve().parents[2] / "drivers_under_test" / "go-reference"
 NAME = "go-reference.cci-conformance.io"
@@ -32,7 +33,7 @@ def test_argv_is_the_manifests_command_with_node_paths(plan):
 
 
 def test_daemonset_shows_sockets_at_node_paths_and_the_faked_sysfs_read_only(plan):
-    ds = cci_manifests.daemonset(plan)
+    ds = manifests.daemonset(plan)
     spec = ds["spec"]["template"]["spec"]
     assert spec["nodeSelector"] == {"kubernetes.io/hostname": "w-worker"}
     container = spec["containers"][0]
@@ -52,25 +53,25 @@ def test_daemonset_shows_sockets_at_node_paths_and_the_faked_sysfs_read_only(pla
 
 def test_class_slice_and_claim_fit_together(plan):
     params = {"cores": ["4"], "cpu attributes": [["EXCLUSIVE"]]}
-    cls = cci_manifests.device_class(NAME)
+    cls = manifests.device_class(NAME)
     assert cls["spec"]["selectors"][0]["cel"]["expression"] == f'device.driver == "{NAME}"'
-    slice_ = cci_manifests.resource_slice(NAME, "w-worker", 31)
+    slice_ = manifests.resource_slice(NAME, "w-worker", 31)
     assert slice_["spec"]["driver"] == NAME and slice_["spec"]["nodeName"] == "w-worker"
     assert slice_["spec"]["pool"] == {"name": "w-worker", "generation": 1, "resourceSliceCount": 1}
     assert len({d["name"] for d in slice_["spec"]["devices"]}) == 31
-    claim = cci_manifests.resource_claim("c1", NAME, params)
+    claim = manifests.resource_claim("c1", NAME, params)
     request = claim["spec"]["devices"]["requests"][0]
     assert request["exactly"]["deviceClassName"] == cls["metadata"]["name"]
     config = claim["spec"]["devices"]["config"][0]
     # The kubelet keeps the opaque entry of the allocated driver that names the request (or none).
     assert config["requests"] == [request["name"]] and config["opaque"] == {"driver": NAME, "parameters": params}
-    pod = cci_manifests.claim_pod("p1", "c1", "w-worker", "pause:3")
+    pod = manifests.claim_pod("p1", "c1", "w-worker", "pause:3")
     entry = pod["spec"]["resourceClaims"][0]
     assert entry["resourceClaimName"] == "c1"
     assert pod["spec"]["containers"][0]["resources"] == {"claims": [{"name": entry["name"]}]}
     assert "nodeName" not in pod["spec"], "DRA allocates only for pods the scheduler places"
-    assert [o["kind"] for o in cci_manifests.objects(plan, 3)] == ["DeviceClass", "ResourceSlice", "DaemonSet"]
-    assert cci_manifests.handle_of(params) == '{"cores": ["4"], "cpu attributes": [["EXCLUSIVE"]]}'
+    assert [o["kind"] for o in manifests.objects(plan, 3)] == ["DeviceClass", "ResourceSlice", "DaemonSet"]
+    assert manifests.handle_of(params) == '{"cores": ["4"], "cpu attributes": [["EXCLUSIVE"]]}'
 
 
 @pytest.mark.parametrize("name", ["Go-Ref", "a/b", "-x", "x" * 64, "a..b"])
@@ -83,7 +84,7 @@ def test_untagged_image_and_empty_slice_are_refused():
     with pytest.raises(ConfigError):
         CCIDriverDeployment(load_manifest(GO_REFERENCE), "localhost/img", "w", NAME)
     with pytest.raises(ConfigError):
-        cci_manifests.resource_slice(NAME, "w", 0)
+        manifests.resource_slice(NAME, "w", 0)
 
 
 def _line(change: dict) -> str:
@@ -93,11 +94,11 @@ def _line(change: dict) -> str:
 
 def test_driver_state_log_is_read_and_verified():
     lines = [_line({"set": [{"pod": "u", "container": "c0"}]}), _line({"del": [["u", "c0"]]})]
-    assert cci_deploy.driver_state_changes("\n".join(lines) + "\n") == [
+    assert deploy.driver_state_changes("\n".join(lines) + "\n") == [
         {"set": [{"pod": "u", "container": "c0"}]}, {"del": [["u", "c0"]]}]
     broken = lines[1].replace("c0", "c1")
     with pytest.raises(ValueError, match="line 2: CRC"):
-        cci_deploy.driver_state_changes(lines[0] + "\n" + broken)
+        deploy.driver_state_changes(lines[0] + "\n" + broken)
 
 
 def test_metric_samples_by_labels():
@@ -107,15 +108,15 @@ def test_metric_samples_by_labels():
         'kubelet_cci_admit_duration_seconds_sum{driver="d",outcome="admitted"} 0.012\n'
         'kubelet_cci_admission_duration_seconds_count{outcome="admitted"} 3\n'
         'up 1\n')
-    assert cci_deploy.metric_samples(text, "kubelet_cci_admit_duration_seconds_count") == {
+    assert deploy.metric_samples(text, "kubelet_cci_admit_duration_seconds_count") == {
         (("driver", "d"), ("outcome", "admitted")): 3.0}
-    assert cci_deploy.metric_samples(text, "up") == {(): 1.0}
+    assert deploy.metric_samples(text, "up") == {(): 1.0}
 
 
 def test_driver_image_is_the_static_binary_alone(tmp_path):
     binary = tmp_path / "go-reference"
     binary.write_bytes(b"\x7fELF")
-    spec = cci_driver_image.image_spec(binary, "k1")
+    spec = go_driver.image_spec(binary, "k1")
     assert spec.reference == "localhost/cci-conformance/go-reference:k1"
     assert spec.files == {"/go-reference": binary} and spec.entrypoint == ["/go-reference"]
     assert CCIDriverDeployment(load_manifest(GO_REFERENCE), spec.reference, "w", NAME).binary == spec.entrypoint[0]
@@ -126,10 +127,10 @@ def test_driver_image_key_follows_the_driver_sources(tmp_path, monkeypatch):
     copy.mkdir()
     for name in ("go.mod", "go.sum", "main.go"):
         (copy / name).write_text((GO_REFERENCE / name).read_text())
-    monkeypatch.setattr(cci_driver_image, "DRIVER_SOURCE", copy)
-    monkeypatch.setattr(cci_driver_image.gobuild, "go_version", lambda: "go1.99")
-    first = cci_driver_image._inputs()
+    monkeypatch.setattr(go_driver, "DRIVER_SOURCE", copy)
+    monkeypatch.setattr(go_driver.gobuild, "go_version", lambda: "go1.99")
+    first = go_driver._inputs()
     (copy / "main_test.go").write_text("package main\n")  # tests are not part of the binary
-    assert cci_driver_image._inputs() == first
+    assert go_driver._inputs() == first
     (copy / "main.go").write_text((copy / "main.go").read_text() + "\n// changed\n")
-    assert cci_driver_image._inputs() != first
+    assert go_driver._inputs() != first

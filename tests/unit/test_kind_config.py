@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from cci_conformance.errors import ConfigError
-from cci_conformance.kind.cluster_config import ClusterPlan, NodePlan, kind_config, kubelet_args
+from cci_conformance.kind.cluster.config import ClusterPlan, NodePlan, kind_config, kubelet_args
 from cci_conformance.node.profile import parse_config
 from cci_conformance.topology import library
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cci_conformance.kind import gobuild, kubelet_cci
+from cci_conformance.kind.image import gobuild, kubelet_cci
 from cci_conformance.kind.runner import CommandFailed
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cci_conformance.kind import kubelet_cci, kubelet_hooks
+from cci_conformance.kind.image import kubelet_cci, kubelet_hooks
 
 
 def test_the_hook_tests_cover_the_packages_the_patches_touch():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cci_conformance.kind import node_files, nodeimage, versions
+from cci_conformance.kind.image import node_files, nodeimage, versions
 
 
 @pytest.fixture

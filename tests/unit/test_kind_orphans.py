@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cci_conformance.kind import cluster
-from cci_conformance.kind.cluster import CLUSTER_MARKER, WORKDIR_PREFIX, delete_orphans
+from cci_conformance.kind.cluster import lifecycle
+from cci_conformance.kind.cluster.lifecycle import CLUSTER_MARKER, WORKDIR_PREFIX, delete_orphans
 
 DEAD_PID = 4194303  # above the default pid_max's live range on these hosts: no such process
 
@@ -35,7 +35,7 @@ def _scratch(name: str) -> Path:
 def test_only_clusters_of_dead_harness_runs_are_deleted(tmp_path, monkeypatch):
     assert not Path(f"/proc/{DEAD_PID}").exists()
     networks: list[str] = []
-    monkeypatch.setattr(cluster, "remove_network", networks.append)  # no docker daemon needed
+    monkeypatch.setattr(lifecycle, "remove_network", networks.append)  # no docker daemon needed
     dead, live = f"cci-unit-orphan-{DEAD_PID}", f"cci-unit-live-{os.getpid()}"
     dirs = [_scratch(dead), _scratch(live)]
     kind = _fake_kind(tmp_path, [dead, live, f"someone-else-{DEAD_PID}"])
@@ -50,14 +50,14 @@ def test_only_clusters_of_dead_harness_runs_are_deleted(tmp_path, monkeypatch):
 
 
 def test_a_scratch_dir_loses_its_marker_last(tmp_path, monkeypatch):
-    from cci_conformance.kind import cluster
+    from cci_conformance.kind.cluster import lifecycle
 
     work = tmp_path / "cci-kind-x"
     for sub in ("a-worker", "b-worker"):
         (work / sub / "sys").mkdir(parents=True)
     (work / "kubeconfig").write_text("k")
-    (work / cluster.CLUSTER_MARKER).write_text("cci-run-1")
-    real = cluster.shutil.rmtree
+    (work / lifecycle.CLUSTER_MARKER).write_text("cci-run-1")
+    real = lifecycle.shutil.rmtree
     calls = []
 
     def killed_midway(path, ignore_errors=False):  # the process dies after the first removal
@@ -65,10 +65,10 @@ def test_a_scratch_dir_loses_its_marker_last(tmp_path, monkeypatch):
         if len(calls) == 2:
             raise KeyboardInterrupt
         real(path, ignore_errors=ignore_errors)
-    monkeypatch.setattr(cluster.shutil, "rmtree", killed_midway)
+    monkeypatch.setattr(lifecycle.shutil, "rmtree", killed_midway)
     with pytest.raises(KeyboardInterrupt):
-        cluster.remove_workdir(work)
-    assert (work / cluster.CLUSTER_MARKER).read_text() == "cci-run-1"  # delete_orphans can still finish it
-    monkeypatch.setattr(cluster.shutil, "rmtree", real)
-    cluster.remove_workdir(work)
+        lifecycle.remove_workdir(work)
+    assert (work / lifecycle.CLUSTER_MARKER).read_text() == "cci-run-1"  # delete_orphans can still finish it
+    monkeypatch.setattr(lifecycle.shutil, "rmtree", real)
+    lifecycle.remove_workdir(work)
     assert not work.exists()

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from cci_conformance.cpuset import parse_cpulist
-from cci_conformance.kind import gobuild
+from cci_conformance.kind.image import gobuild
 
-ASSETS = Path(__file__).resolve().parents[2] / "cci_conformance" / "kind" / "assets"
+ASSETS = Path(__file__).resolve().parents[2] / "cci_conformance" / "kind" / "image" / "assets"
 CPUSET = Path("/sys/fs/cgroup/cpuset/cpuset.cpus")
 
 pytestmark = pytest.mark.skipif(shutil.which("go") is None or not CPUSET.exists(),

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from cci_conformance.errors import ConfigError
-from cci_conformance.kind import components, nodeimage, versions
-from cci_conformance.kind.cluster_config import ClusterPlan, NodePlan, kind_config
+from cci_conformance.kind.cluster.config import ClusterPlan, NodePlan, kind_config
+from cci_conformance.kind.image import components, nodeimage, versions
 from cci_conformance.node.profile import parse_config
 from cci_conformance.topology import library
 

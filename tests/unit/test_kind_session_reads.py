@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from cci_conformance.kind import node_view
-from cci_conformance.kind import session as kind_session
+from cci_conformance.kind.cci import node_view
+from cci_conformance.kind.cci import session as kind_session
 from cci_conformance.node import watcher
 
 

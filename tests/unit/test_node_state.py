@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from cci_conformance.cpu_manager_state import checksum, spew_for_hash
 from cci_conformance.cpuset import parse_cpulist
 from cci_conformance.node.checkpoint import CheckpointError, canonical, decode, encode
-from cci_conformance.node.cpumanager.state import checksum, spew_for_hash
 from cci_conformance.node.profile import parse_config
 from cci_conformance.node.state_files import StateFiles
 from cci_conformance.node.store import CCI, SHARED, STATIC, Record, Store, StoreInvariantError

@@ -15,11 +15,11 @@ import pytest
 
 from cci_conformance.drivers.manifest import load_manifest, parse_manifest
 from cci_conformance.errors import ConfigError
-from cci_conformance.kind import python_driver_image as pdi
-from cci_conformance.kind import python_layers
-from cci_conformance.kind.cache import Step
-from cci_conformance.kind.ociimage import ImageSpec, layer_bytes
-from cci_conformance.kind.ocilayers import gzip_layer_bytes
+from cci_conformance.kind.image import python_driver as pdi
+from cci_conformance.kind.image import python_layers
+from cci_conformance.kind.image.cache import Step
+from cci_conformance.kind.image.oci_archive import ImageSpec, layer_bytes
+from cci_conformance.kind.image.oci_layers import gzip_layer_bytes
 from cci_conformance.kind.runner import CommandFailed
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,11 +1,6 @@
 """The kubelet's static CPU manager as a pure library: topology, CPU selection, policy and checkpoint file."""
 
-from .assignment import AllocationError, take_by_topology_numa_packed
-from .distributed import take_by_topology_numa_distributed
-from .options import PolicyOptionError, StaticPolicyOptions, parse_options
-from .qos import exclusive_cpus, pod_qos_class
-from .quantity import QuantityError, cpu_milli, memory_bytes, parse_quantity
-from .state import (
+from ...cpu_manager_state import (
     CPUManagerState,
     CPUManagerStateError,
     dumps,
@@ -13,6 +8,11 @@ from .state import (
     read_state_file,
     write_state_file,
 )
+from .assignment import AllocationError, take_by_topology_numa_packed
+from .distributed import take_by_topology_numa_distributed
+from .options import PolicyOptionError, StaticPolicyOptions, parse_options
+from .qos import exclusive_cpus, pod_qos_class
+from .quantity import QuantityError, cpu_milli, memory_bytes, parse_quantity
 from .static_policy import PolicyError, SMTAlignmentError, StateValidationError, StaticPolicy
 from .topology import CPUDetails, CPUInfo, CPUTopology, build_cpu_topology, from_model
 

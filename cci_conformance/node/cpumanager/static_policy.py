@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from ...cpu_manager_state import CPUManagerState
 from ...cpuset import CPUs, format_cpulist
 from ..api import ContainerSpec, PodSpec
 from .assignment import PACKED, SPREAD, AllocationError, take_by_topology_numa_packed
 from .distributed import take_by_topology_numa_distributed
 from .options import StaticPolicyOptions, parse_options, validate_options
 from .qos import exclusive_cpus
-from .state import CPUManagerState
 from .topology import CPUTopology
 
 POLICY_NAME = "static"

@@ -1,0 +1,215 @@
+"""One read of a kind worker's CCI ledger: both checkpoints, the cpuset recorder log and the kubelet's starts."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...cpuset import CPUs, parse_cpulist
+from ...node import checkpoint
+from ...node.api import OwedRemove, SnapshotError
+from ...node.checkpoint import CCI_STATE_FILE, CPU_STATE_FILE
+from ...node.codec import owed_from_dict
+from ...node.cpumanager import CPUManagerState, loads
+from ..cluster.node_access import RECORDER_LOG
+
+KUBELET_ROOT = "/var/lib/kubelet"
+FLAGS_FILE = f"{KUBELET_ROOT}/kubeadm-flags.env"
+ONLINE = "/sys/devices/system/cpu/online"  # the faked machine's, mounted over the worker's (cluster/config.py)
+# The kubelet logs this once per process start (server.go "Started kubelet"): the node's generation.
+STARTED = '"Started kubelet"'
+EXEC_TIMEOUT_S = 30
+_MARK = "@@cci-section@@"
+_SECTIONS = ("cpu", "cci", "recorder", "online", "flags", "started", "pid", "since", "driverlog", "socket", "startup",
+             "registry")
+# kubelet-cci registry.go logs these (klog, default verbosity) for every driver, whatever the driver logs itself.
+REGISTERED = '"CCI driver registered"'
+REFUSED = '"CCI driver registration refused"'
+_KLOG_PAIR = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+class NodeReadError(RuntimeError):
+    """A kind worker could not be read (docker exec failed or timed out)."""
+
+
+def node_exec(node: str, script: str, timeout: float = EXEC_TIMEOUT_S) -> str:
+    """Run ``sh -c script`` in the node container under a deadline; stdout, or NodeReadError with stderr."""
+    try:
+        proc = subprocess.run(["docker", "exec", node, "sh", "-c", script], capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise NodeReadError(f"docker exec {node} did not finish within {timeout} s: {script[:80]}") from None
+    if proc.returncode != 0:
+        tail = proc.stderr.decode(errors="replace")[-400:]
+        raise NodeReadError(f"docker exec {node} exited {proc.returncode}: {tail}")
+    return proc.stdout.decode(errors="replace")
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """The worker's ledger: both checkpoints, decoded and checksum-verified, and the cpuset recorder log."""
+
+    cpu_raw: bytes  # cpu_manager_state as on disk
+    cci_raw: bytes  # cci_manager_state as on disk
+    cpu: CPUManagerState
+    cci: dict  # the cci_manager_state Data
+    recorder: str  # the cpuset recorder log (JSON lines)
+    online: CPUs  # /sys/devices/system/cpu/online as the kubelet sees it (the faked machine)
+
+    def assigned(self) -> CPUs:
+        """Every CPU some container holds. Coexistence: cpu_manager_state's assignments, static and CCI in one
+        store (patch 0001). Alpha: the CCI records' exclusive and withheld CPUs, since the none policy keeps no
+        assignment and the CCI manager's own store has cci_manager_state as its only record (alpha.go)."""
+        if self.cci["mode"] != "alpha":
+            return self.cpu.assigned()
+        return frozenset().union(*(parse_cpulist(r["exclusive"]) | parse_cpulist(r["withheld"])
+                                   for r in self.cci["containers"]))
+
+    def shared_pool(self) -> CPUs:
+        """The CPUs of every container without a grant: the static policy's default set in coexistence; in alpha
+        online - held, reserved CPUs included (alpha.go Shared: the none policy takes no strict reservation)."""
+        if self.cci["mode"] != "alpha":
+            return self.cpu.default_cpuset
+        return self.online - self.assigned()
+
+    @property
+    def pending(self) -> tuple[dict, ...]:
+        return tuple(self.cci["pending"])
+
+    def owed(self) -> tuple[OwedRemove, ...]:
+        try:
+            return tuple(owed_from_dict(e) for e in self.cci["pending"])
+        except (KeyError, TypeError) as exc:
+            raise SnapshotError(f"{CCI_STATE_FILE}: an owed Remove without {exc}") from None
+
+
+@dataclass(frozen=True)
+class NodeRead(Ledger):
+    """What the worker holds at one instant (one ``docker exec``): the ledger and the kubelet's process facts."""
+
+    reserved: CPUs  # --reserved-cpus of the kubelet's flags
+    generation: int  # kubelet process starts in its journal
+    kubelet_pid: int  # 0 while it is down
+    kubelet_since: float  # epoch seconds of the kubelet unit's current start
+    driver_log: str  # every log file of the driver's containers on this node, CRI format
+    socket_present: bool  # the driver's registration socket is in the plugin watcher's directory
+    startup: tuple[str, ...]  # the kubelet's log lines about the CCI manager since its current start
+    registry: str  # the kubelet's journal lines of CCI registrations since its current start (short-unix format)
+
+
+def _flag(flags: str, name: str) -> str | None:
+    for word in flags.replace('"', " ").split():
+        if word.startswith(f"--{name}="):
+            return word.split("=", 1)[1]
+    return None
+
+
+def _reserved(flags: str, cpu: CPUManagerState) -> CPUs:
+    """--reserved-cpus: the static policy refuses to start without it; under the none policy (alpha) no flag is
+    no reserved CPU."""
+    value = _flag(flags, "reserved-cpus")
+    if value is None and cpu.policy_name == "static":
+        raise SnapshotError(f"the kubelet has no --reserved-cpus in {FLAGS_FILE}: the kind backend runs the static "
+                            "policy with reserved CPUs (coexistence mode)")
+    return parse_cpulist(value or "")
+
+
+def read_node(node: str, driver_pod_glob: str, registration_socket: str) -> NodeRead:
+    """Everything :meth:`KindSession.snapshot` needs, read with one exec so the parts belong together."""
+    parts = [f"cat {KUBELET_ROOT}/{CPU_STATE_FILE}", f"cat {KUBELET_ROOT}/{CCI_STATE_FILE}",
+             f"cat {RECORDER_LOG} 2>/dev/null || true", f"cat {ONLINE}", f"cat {FLAGS_FILE}",
+             f"journalctl -u kubelet -o cat --no-pager | grep -c '{STARTED}' || true",
+             "systemctl show -p MainPID --value kubelet",
+             'date -d "$(systemctl show -p ExecMainStartTimestamp --value kubelet)" +%s.%N',
+             f"cat /var/log/pods/{driver_pod_glob}/driver/*.log 2>/dev/null || true",
+             f"test -S {registration_socket} && echo yes || echo no",
+             # restore.go logs nothing per container; what the start logged about the CCI manager, if anything
+             'journalctl -u kubelet -o cat --no-pager --since "@$(date -d "$(systemctl show -p '
+             'ExecMainStartTimestamp --value kubelet)" +%s)" | grep -i "cci" | grep -v "CCI driver " || true',
+             'journalctl -u kubelet -o short-unix --no-pager --since "@$(date -d "$(systemctl show -p '
+             'ExecMainStartTimestamp --value kubelet)" +%s)" | grep "CCI driver " || true']
+    script = "; ".join(f"echo '{_MARK}'; {p}" for p in parts)
+    out = node_exec(node, script).split(_MARK + "\n")[1:]
+    if len(out) != len(_SECTIONS):
+        raise NodeReadError(f"reading {node}: {len(out)} sections instead of {len(_SECTIONS)}")
+    got = dict(zip(_SECTIONS, out, strict=True))
+    cpu_raw, cci_raw = got["cpu"].encode(), got["cci"].encode()
+    cpu = loads(cpu_raw, path=f"{KUBELET_ROOT}/{CPU_STATE_FILE}")
+    return NodeRead(
+        cpu_raw=cpu_raw, cci_raw=cci_raw, cpu=cpu,
+        cci=checkpoint.decode(cci_raw, f"{KUBELET_ROOT}/{CCI_STATE_FILE}"), recorder=got["recorder"],
+        online=parse_cpulist(got["online"].strip()), reserved=_reserved(got["flags"], cpu),
+        generation=int(got["started"].strip() or 0), kubelet_pid=int(got["pid"].strip() or 0),
+        kubelet_since=float(got["since"].strip()), driver_log=got["driverlog"],
+        socket_present=got["socket"].strip() == "yes", startup=tuple(got["startup"].splitlines()),
+        registry=got["registry"])
+
+
+def read_ledger(root: Path) -> Ledger:
+    """The ledger read as plain files through the node container's root as the host sees it (``/proc/<pid>/root``):
+    the session's waits poll it several times a second, and a ``docker exec`` costs about 0.2 CPU-seconds of a
+    2-core host, which the kubelet under test needs. The kubelet replaces its checkpoints by rename (its
+    checkpoint manager's file store) and the recorder appends whole lines, so a read never sees half a write."""
+    paths = {"cpu": f"{KUBELET_ROOT}/{CPU_STATE_FILE}", "cci": f"{KUBELET_ROOT}/{CCI_STATE_FILE}",
+             "online": ONLINE}
+    raw = {}
+    for part, path in paths.items():
+        try:
+            raw[part] = (root / path.lstrip("/")).read_bytes()
+        except FileNotFoundError:
+            raise NodeReadError(f"{path} is missing on the node (read through {root})") from None
+    try:
+        recorder = (root / RECORDER_LOG.lstrip("/")).read_text()
+    except FileNotFoundError:
+        recorder = ""  # nothing recorded yet: `cat ... || true` in read_node
+    return Ledger(cpu_raw=raw["cpu"], cci_raw=raw["cci"], cpu=loads(raw["cpu"], path=paths["cpu"]),
+                  cci=checkpoint.decode(raw["cci"], paths["cci"]), recorder=recorder,
+                  online=parse_cpulist(raw["online"].decode().strip()))
+
+
+def recorded_cpusets(text: str) -> dict[str, CPUs]:
+    """Container id -> the cpuset the kubelet last asked the runtime for (the recorder log, fake CPU ids)."""
+    out: dict[str, CPUs] = {}
+    for line in text.splitlines():
+        record = json.loads(line)
+        if record.get("cpus"):
+            out[record["id"]] = parse_cpulist(record["cpus"])
+    return out
+
+
+def _registry_lines(registry: str, since: float):
+    """(line, klog key/value pairs) of the journal lines of CCI registrations logged at or after ``since``."""
+    for line in registry.splitlines():
+        stamp, _, rest = line.partition(" ")
+        try:
+            when = float(stamp)
+        except ValueError:
+            continue
+        if when >= since:
+            yield rest, {k: v.encode().decode("unicode_escape") for k, v in _KLOG_PAIR.findall(rest)}
+
+
+def kubelet_registrations(registry: str, since: float, driver: str) -> list[str | None]:
+    """The kubelet's answers to ``driver``'s registrations since ``since`` (epoch s), in order: None for a
+    registration, the reason for a refusal; from NodeRead.registry (journal lines in short-unix format)."""
+    events: list[str | None] = []
+    for rest, fields in _registry_lines(registry, since):
+        if REGISTERED in rest and fields.get("driver") == driver:
+            events.append(None)
+        elif REFUSED in rest:  # a refused driver may have registered under another name: every refusal counts
+            events.append(fields.get("reason", "(no reason logged)"))
+    return events
+
+
+def kubelet_endpoint(registry: str, since: float, driver: str) -> str | None:
+    """The endpoint of ``driver``'s last registration the kubelet accepted since ``since``: the PluginInfo
+    endpoint the driver advertised, as kubelet-cci registry.go logs it when it opens its channel there;
+    None when the kubelet accepted no registration of it."""
+    endpoint = None
+    for rest, fields in _registry_lines(registry, since):
+        if REGISTERED in rest and fields.get("driver") == driver:
+            endpoint = fields.get("endpoint")
+    return endpoint
+

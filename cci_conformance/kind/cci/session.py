@@ -1,0 +1,558 @@
+"""A NodeSession over the run's kind worker: pods and claims through the API server, the ledger from the node."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+from ...backends.base import NodeFault
+from ...cpuset import CPUs, parse_cpulist
+from ...drivers.manifest import load_manifest
+from ...node.api import AdmissionResult, NodeSnapshot, PersistedState, PodSpec
+from ...node.checkpoint import CCI_STATE_FILE, CPU_STATE_FILE, canonical
+from ...node.persisted import VOLATILE
+from ...waiting import WaitTimeout, wait_for
+from ..cluster import pods
+from ..cluster.kube_api import KubeAPIError
+from . import deploy as cci_deploy
+from . import manifests as cci_manifests
+from . import node_view
+from .ledger import assignments, containers_of, effective, exclusive_map
+from .node_view import Ledger, NodeRead, node_exec, read_ledger, read_node
+from .pod_objects import LABEL, NODE_LABEL, claim_objects, pod_object, sandbox_stalled, settled
+from .run_cluster import RunCluster
+
+POD_TIMEOUT_S = 120  # scheduling (DRA allocation) + admission + sandbox start on a loaded 2-CPU host
+RELEASE_TIMEOUT_S = 120  # the kubelet's release after a deletion: container stop, PostStop, Remove
+KUBELET_TIMEOUT_S = 120
+# The kubelet applies a changed shared pool to running containers in its CPU-manager reconcile loop (every
+# run_cluster.RECONCILE_PERIOD), not under the admission (docs/spec.md S3.3 "on kind"): after a change the
+# session waits this long for every container's runtime cpuset to equal the store's; a kubelet that never
+# converges is then shown as it is, to the suites' checks.
+CONVERGE_TIMEOUT_S = 15
+# The waits on the ledger alone read files (node_view.read_ledger, well under a millisecond): they can look often.
+LEDGER_POLL_S = 0.1
+TIMEOUT_DROPIN = "/etc/systemd/system/kubelet.service.d/20-cci-rpc-timeout.conf"
+
+
+class KindSession:
+    """A worker of the run's cluster with its driver DaemonSet (docs/kind.md "Backend kind")."""
+
+    backend_name = "kind"
+    pods_from_api_server = True  # the kubelet watches the API server for its pods
+    # node-stop: the kubelet unit stopped and started by systemctl; driver-pause: SIGSTOP/SIGCONT of the driver's
+    # process in the worker; cci-endpoint: the driver's socket, reached from the host through the worker's root.
+    features = frozenset({"node-stop", "driver-pause", "cci-endpoint"})
+
+    def __init__(self, config):
+        if config.driver_manifest is None:
+            raise NotImplementedError("the kind backend always runs the driver DaemonSet; a node without a CCI "
+                                      "driver is not offered (docs/kind.md)")
+        self.topology = config.topology
+        self.manifest = load_manifest(config.driver_manifest)
+        self.run, self.worker = RunCluster.for_session(config.topology, config.node_profile, self.manifest)
+        self.cluster, self.node, self.plan = self.run.cluster, self.worker.node, self.worker.deployment
+        self.api = self.run.api
+        self.driver = self.plan.driver_name
+        # The API server gives every pod its own uid, which is the one the kubelet, its checkpoints and this
+        # session report; the PodSpec's uid is kept as an alias so that either deletes the pod.
+        self._pods: dict[str, tuple[str, str, str]] = {}  # PodSpec uid -> (namespace, name, Kubernetes uid)
+        self._alias: dict[str, str] = {}  # Kubernetes uid -> PodSpec uid
+        self._image = pods.pause_image(self.cluster, self.node)
+        self._namespaces: set[str] = set()
+        self._driver_stopped = False  # stop_driver() took the DaemonSet off the worker
+        self._paused = 0  # the driver pid pause_driver() stopped
+        self._restore_timeout: float | None = None  # the kubelet's RPC deadline before this session changed it
+        self._root: Path | None = None  # the node container's root as the host sees it (_ledger)
+        if self.worker.sessions:
+            # Before the node is made clean: a driver the last session damaged (one that hangs once it is full)
+            # never answers the Removes the kubelet owes for that session's pods, and the node never came clean
+            # (hangs-when-full failed ROBUST-004..006 on kind). A fresh driver answers them: Remove is idempotent
+            # (docs/spec.md S1.6).
+            self._fresh_driver()
+        self._clean_node()
+        self.worker.sessions += 1
+        wanted = float(config.node_profile.get("rpcTimeoutSeconds", self.worker.rpc_timeout_s))
+        if wanted != self.worker.rpc_timeout_s:
+            self._restore_timeout = self.worker.rpc_timeout_s
+            self._set_rpc_timeout(wanted)
+        if self.driver not in self.snapshot().drivers:  # an earlier session stopped it: its DaemonSet is back
+            self._select_worker(True)
+            wait_for(lambda: self.driver in self.snapshot().drivers, self.manifest.startup_timeout_s + 60,
+                     interval=0.5, what=f"the kubelet to register {self.driver} for a new session")
+
+    def _set_rpc_timeout(self, seconds: float) -> None:
+        """The patched kubelet reads its CCI deadline from CCI_RPC_TIMEOUT at start (patch 0003): a systemd
+        drop-in and a kubelet restart give a session the node profile's rpcTimeoutSeconds."""
+        node_exec(self.node, f"mkdir -p {posixpath.dirname(TIMEOUT_DROPIN)} && printf '[Service]\\n"
+                             f"Environment=CCI_RPC_TIMEOUT={seconds:g}s\\n' > {TIMEOUT_DROPIN} && "
+                             "systemctl daemon-reload")
+        self.worker.rpc_timeout_s = seconds
+        self.restart_node(hard=False)
+
+    # ---- the node ----
+    def _read(self) -> NodeRead:
+        return read_node(self.node, f"{cci_manifests.NAMESPACE}_{self._ds_name()}-*", self.plan.registration_socket)
+
+    def _ledger(self) -> Ledger:
+        """The checkpoints and the recorder log alone, for the waits that poll them: plain file reads through the
+        node container's root (node_view.read_ledger), or the full read where that root is not readable (a
+        harness without root)."""
+        if self._root is None:
+            self._root = Path(f"/proc/{self._node_pid()}/root")
+        try:
+            return read_ledger(self._root)
+        except PermissionError:
+            return self._read()
+
+    def _ds_name(self) -> str:
+        return cci_manifests.daemonset_name(self.plan)
+
+    def _ours(self) -> list[dict]:
+        """The pods created through this backend on the worker (system pods and the driver are not the ledger's)."""
+        # A pod being deleted is no longer the ledger's: delete_pod returns once the kubelet released it, and
+        # the API object may linger a while after that.
+        return [p for p in self.api.list_pods(LABEL, f"spec.nodeName={self.node}")
+                if not p["metadata"].get("deletionTimestamp")]
+
+    def _clean_node(self) -> None:
+        """A new session starts on an empty ledger: whatever an earlier session left is deleted and released."""
+        self._delete_all()
+        wait_for(lambda: not (r := self._ledger()).cpu.entries and not r.cci["containers"] and not r.cci["pending"],
+                 RELEASE_TIMEOUT_S, interval=LEDGER_POLL_S, what=f"{self.node} to hold no grant before a new session")
+
+    def _fresh_driver(self) -> None:
+        """A new session's driver starts with no history, as on the embedded node, where every session starts
+        its own driver process with an empty state dir: one test's damage to the driver (a leak, a counter, a
+        crash) is never blamed on the next (docs/certification.md, isolation). Its pod goes (hard: a driver that
+        ignores SIGTERM costs no grace period), its state dir is emptied, and a new pod registers."""
+        self.stop_driver(hard=True)
+        state = shlex.quote(self.plan.state_dir)
+        node_exec(self.node, f"rm -rf {state} && mkdir -p {state}")
+        self.start_driver()
+
+    def _delete_all(self) -> None:
+        """Delete every pod and claim of this backend on the worker at once (one request per namespace, not one
+        per pod: a latency fill leaves a hundred) and wait until the kubelet released them all."""
+        ours = self._ours()
+        for pod in ours:
+            self.api.delete_pod(pod["metadata"]["namespace"], pod["metadata"]["name"])
+        for namespace in {pod["metadata"]["namespace"] for pod in ours} | self._namespaces:
+            self.api.delete_claims(namespace, f"{NODE_LABEL}={self.node}")
+        uids = {pod["metadata"]["uid"] for pod in ours}
+
+        def released() -> bool:
+            r = self._ledger()
+            return not (uids & set(r.cpu.entries) or any(c["podUID"] in uids for c in r.cci["containers"])
+                        or any(e["podUID"] in uids for e in r.cci["pending"]))
+        wait_for(released, RELEASE_TIMEOUT_S, interval=LEDGER_POLL_S,
+                 what=f"the kubelet to release {len(uids)} deleted pod(s)")
+        self._pods.clear()
+        self._alias.clear()
+
+    def _namespace(self, name: str) -> None:
+        if name in self._namespaces:
+            return
+        try:
+            self.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        except KubeAPIError as exc:
+            if exc.status != 409:  # it exists already
+                raise
+        self._namespaces.add(name)
+
+    # ---- acting ----
+    def create_pod(self, pod: PodSpec) -> AdmissionResult:
+        name = _k8s_name(pod.name)
+        for claim in pod.claims:
+            if claim.driver and claim.driver != self.driver:
+                raise NotImplementedError(f"claim {claim.name} names driver {claim.driver}; the kind backend "
+                                          f"deploys one driver ({self.driver})")
+        self._namespace(pod.namespace)
+        sums_before = self._admission_sums() if pod.claims else None
+        objects = [*claim_objects(pod, name, self.driver, self.node), pod_object(pod, name, self.node, self._image)]
+        for obj in objects:
+            self.api.create(obj)
+        try:
+            status = wait_for(lambda: settled(self.api.get_pod(pod.namespace, name)), POD_TIMEOUT_S, interval=0.2,
+                              what=f"pod {pod.namespace}/{name} running or refused by the kubelet")
+        except WaitTimeout:
+            self._raise_if_runtime_stalled(pod.namespace, name)
+            raise
+        real = status["metadata"]["uid"]
+        self._pods[pod.uid] = (pod.namespace, name, real)
+        self._alias[real] = pod.uid
+        if status["status"].get("phase") == "Failed":
+            # A refusal holds nothing on the node (the embedded node keeps no refused pod either): remove the object.
+            reason = status["status"].get("reason", "") or "Failed"
+            message = status["status"].get("message", "")
+            node_s, driver_s = self._admission_seconds(sums_before)
+            self.delete_pod(pod.uid)
+            return AdmissionResult(False, reason, message, node_seconds=node_s, driver_seconds=driver_s)
+        node_s, driver_s = self._admission_seconds(sums_before)
+        read = self._converged()
+        return AdmissionResult(True, containers=assignments(status, read), node_seconds=node_s,
+                               driver_seconds=driver_s)
+
+    def _raise_if_runtime_stalled(self, namespace: str, name: str) -> None:
+        """NodeFault when the kubelet admitted the pod and the runtime never started its sandbox: no CCI call
+        takes part in that step, so the wait's timeout is the node's failure, not the driver's (docs/spec.md 4.2)."""
+        if not sandbox_stalled(self.api.get_pod(namespace, name)):
+            return
+        events = [f"{e.get('reason', '')}: {' '.join(str(e.get('message', '')).split())[:160]}"
+                  for e in self.api.pod_events(namespace, name)[-3:]]
+        raise NodeFault(f"the kubelet admitted pod {namespace}/{name}, but the container runtime had not started "
+                        f"its sandbox after {POD_TIMEOUT_S}s (the CCI driver takes no part in that step)"
+                        + (f"; events: {'; '.join(events)}" if events else ""))
+
+    def _converged(self) -> Ledger:
+        """The worker once every container of this backend runs on the cpuset the kubelet's store gives it (its
+        reconcile loop applies a changed shared pool later than the admission; CONVERGE_TIMEOUT_S), or as it is
+        then: a kubelet that does not converge is for the suites' checks to show, not for this wait to hide."""
+        last: list[Ledger] = []
+
+        def settled() -> bool:
+            read = self._ledger()
+            last[:] = [read]
+            return all(c.runtime_cpus == c.store_cpus for c in containers_of(self._ours(), read))
+        try:
+            wait_for(settled, CONVERGE_TIMEOUT_S, interval=0.3, what="the kubelet's reconcile loop to converge")
+        except TimeoutError:
+            pass
+        return last[0]
+
+    def _admission_sums(self) -> tuple[float, float]:
+        """(node, driver) sums of the kubelet's CCI histograms (kubelet-cci metrics.go). The driver's part is
+        CCIAdmit and CCIAddContainerResource, as the embedded node's timer counts it (one pod start: Admit in
+        the admit handler, Add in PreStartContainer, both done when the pod runs); the node's part is the whole
+        CCI admission plus the Add."""
+        text = self.api.node_proxy(self.node, "metrics")
+        admission, admit, add = (sum(cci_deploy.metric_samples(text, f"kubelet_cci_{name}_duration_seconds_sum")
+                                     .values()) for name in ("admission", "admit", "add_container"))
+        return admission + add, admit + add
+
+    def _admission_seconds(self, before: tuple[float, float] | None) -> tuple[float, float]:
+        """(node, driver) seconds of the one admission since ``before`` (this session admits one pod at a time).
+        A pod without claims has no CCI admission: no driver time, and the node's own time is not measured (NaN,
+        which fails any budget rather than passing it)."""
+        if before is None:
+            return float("nan"), 0.0
+        after = self._admission_sums()
+        return after[0] - before[0], after[1] - before[1]
+
+    def delete_pod(self, pod_uid: str) -> None:
+        """Delete the pod and its claims; return once the kubelet released what it held (both checkpoints).
+        ``pod_uid`` is the Kubernetes uid or the PodSpec's; a pod already deleted (or never made) is a no-op."""
+        spec_uid = pod_uid if pod_uid in self._pods else self._alias.get(pod_uid, "")
+        if spec_uid not in self._pods:
+            return
+        namespace, name, real = self._pods[spec_uid]
+        # No wait for the API object to go: what the contract promises is the kubelet's release, awaited below.
+        self.api.delete_pod(namespace, name)
+        self.api.delete_claims(namespace, f"{LABEL}={name}")
+
+        def released():
+            r = self._ledger()
+            return real not in r.cpu.entries and all(c["podUID"] != real for c in r.cci["containers"])
+
+        def delivered():
+            return all(e["podUID"] != real for e in self._ledger().cci["pending"])
+        wait_for(released, RELEASE_TIMEOUT_S, interval=LEDGER_POLL_S,
+                 what=f"the kubelet to release pod {namespace}/{name}")
+        # The Removes the kubelet owes the driver for it follow the release. Awaited for one RPC deadline and a
+        # margin, not required: a paused or dead driver keeps them owed (snapshot.pending shows it, and the
+        # suites that care check it), as the embedded node's delete_pod returns with them owed.
+        try:
+            wait_for(delivered, self.worker.rpc_timeout_s + 2, interval=LEDGER_POLL_S,
+                     what=f"the kubelet to deliver the Removes owed for {namespace}/{name}")
+        except TimeoutError:
+            pass
+        del self._pods[spec_uid]
+        self._converged()
+
+    def stop_container(self, pod_uid: str, container: str) -> None:
+        raise NotImplementedError("kind backend: stopping one container (crictl stop, then the kubelet's PostStop) "
+                                  "is not wired; no suite uses it")
+
+    def remove_container_behind_node(self, pod_uid: str, container: str) -> None:
+        """While the kubelet is down (stopped hard here if it runs), the runtime loses the container and the pod
+        is deleted from the API server: at its next start the kubelet finds a record whose container is gone
+        (restore.go), releases it and owes the driver its Remove. The pod object goes too, because a real
+        kubelet would otherwise start a new container for a pod it still has to run."""
+        spec_uid = pod_uid if pod_uid in self._pods else self._alias.get(pod_uid, "")
+        namespace, name, real = self._pods[spec_uid]
+        if self._read().kubelet_pid:
+            self.stop_node(hard=True)
+        node_exec(self.node, f"crictl ps -a -q --label io.kubernetes.pod.uid={real} --name '^{container}$' "
+                             "| xargs -r crictl rm -f")
+        self.api.delete_pod(namespace, name, grace_seconds=0)  # the kubelet is down: the object goes at once
+
+    # ---- restarts ----
+    def restart_node(self, hard: bool = True) -> None:
+        """kill -9 the kubelet (hard; systemd starts it again) or ``systemctl restart kubelet``; a stopped kubelet
+        is started. Back when it answers, its node's ResourceSlice published again and the driver registered."""
+        before = self._read()
+        if not before.kubelet_pid:
+            node_exec(self.node, "systemctl start kubelet")
+        else:
+            node_exec(self.node, f"kill -9 {before.kubelet_pid}" if hard else "systemctl restart kubelet")
+        self._wait_kubelet(before.kubelet_since)
+
+    def stop_node(self, hard: bool = True) -> int | None:
+        """Stop the kubelet and keep it down (SIGKILL first when hard: no shutdown work); the runtime and the
+        driver go on. Returns None: systemd, not the harness, reaps the kubelet."""
+        pid = self._read().kubelet_pid
+        script = "systemctl stop kubelet"
+        if hard and pid:
+            # systemd would start a killed kubelet again after its RestartSec; the stop cancels that restart
+            script = f"kill -9 {pid}; systemctl stop kubelet"
+        node_exec(self.node, script)
+        wait_for(lambda: not self._read().kubelet_pid, KUBELET_TIMEOUT_S, interval=0.5,
+                 what=f"the kubelet of {self.node} to stay down")
+        return None
+
+    def start_node(self) -> None:
+        before = self._read()
+        if before.kubelet_pid:
+            return
+        node_exec(self.node, "systemctl start kubelet")
+        self._wait_kubelet(before.kubelet_since)
+
+    def _wait_kubelet(self, since_before: float) -> None:
+        wait_for(lambda: (r := self._read()).kubelet_since > since_before and r.kubelet_pid,
+                 KUBELET_TIMEOUT_S, interval=0.5, what="systemd to start the kubelet again")
+        wait_for(lambda: self._healthy(),
+                 KUBELET_TIMEOUT_S, interval=1.0, what="the restarted kubelet to answer /healthz")
+        # A starting kubelet deletes its node's ResourceSlices (DRA manager start-up); the harness publishes for
+        # the CCI driver, which talks to no API server (cci_deploy.republish_slice).
+        wait_for(lambda: not cci_deploy.slice_exists(self.cluster, self.plan), 60, interval=0.5,
+                 what="the restarted kubelet to wipe its node's ResourceSlices")
+        cci_deploy.republish_slice(self.cluster, self.plan, self.worker.slots)
+        self._wait_pods_known()
+        if self._driver_stopped:
+            return  # no driver to register: start_driver() waits for it
+        wait_for(lambda: self.driver in self.snapshot().drivers, self.manifest.startup_timeout_s + 30, interval=0.5,
+                 what=f"the restarted kubelet to register {self.driver} again")
+
+    def _wait_pods_known(self) -> None:
+        """Until the restarted kubelet's pod-resources List names every pod of ours the API server says runs here.
+        A kubelet learns its pods from the API server some time after it answers /healthz; before that its List is
+        empty while its checkpoints already hold the grants: ACCT-010 compared the two in that gap and failed the
+        reference driver (r7, docs/kind.md). This waits for the kubelet's pod sources, not for its accounting:
+        which CPUs List gives each pod is still for the suites to check. The driver has no part in it."""
+        def known() -> bool:
+            running = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in self._ours()
+                       if p["status"].get("phase") == "Running"}
+            listed = {(p.namespace, p.name) for p in self._pod_resources("list").pod_resources}
+            return running <= listed
+        try:
+            wait_for(known, KUBELET_TIMEOUT_S, interval=0.3, what="the restarted kubelet to list its running pods")
+        except WaitTimeout as exc:
+            raise NodeFault(f"{exc}: its pod-resources List still misses pods the API server runs on {self.node}") \
+                from None
+
+    def _healthy(self) -> bool:
+        try:
+            return self.api.node_proxy(self.node, "healthz", timeout=5) == "ok"
+        except (KubeAPIError, OSError, ValueError):
+            return False  # the proxy answers 5xx while the kubelet starts
+
+    def _driver_pid(self) -> int:
+        """The driver's process id in the worker (0 when it has no running container)."""
+        out = node_exec(self.node, "crictl ps -q --name '^driver$' --label io.kubernetes.pod.namespace="
+                        f"{cci_manifests.NAMESPACE} | head -n 1 | xargs -r "
+                        "crictl inspect -o go-template --template '{{.info.pid}}'").strip()
+        return int(out) if out.isdigit() else 0
+
+    def _driver_pod(self) -> dict | None:
+        """The driver's running pod on this worker (None while there is none)."""
+        selector = f"cci-driver={self.plan.driver_name},cci-node={self.plan.node_name}"
+        running = [p for p in self.api.list_pods(selector) if p["metadata"]["namespace"] == cci_manifests.NAMESPACE
+                   and p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
+        return running[0] if running else None
+
+    def _registrations(self, read: NodeRead | None = None) -> int:
+        """Registrations of the driver the kubelet accepted since it started (its journal, kubelet-cci registry.go)."""
+        read = read or self._read()
+        events = node_view.kubelet_registrations(read.registry, read.kubelet_since, self.driver)
+        return sum(1 for e in events if e is None)
+
+    def _replace_driver_pod(self, hard: bool) -> None:
+        """The driver's pod goes (the DaemonSet makes a new one unless it selects no node), and with it every
+        process of that pod. Hard: as a crash, without SIGTERM, so the sockets stay. The process is stopped
+        (SIGSTOP) first and the pod's deletion ends it (its SIGTERM waits undelivered behind the stop, then
+        SIGKILL): a process killed at once is restarted by the kubelet inside the old pod before the deletion
+        lands, and that restarted driver registers, then removes the sockets of the pod replacing it when the
+        deletion stops it (seen on kind as registered, deregistered, registered: an admission in the gap was
+        refused with DriverNotRegistered)."""
+        found = self._driver_pod()
+        if found is None:
+            return
+        pod, uid = found["metadata"]["name"], found["metadata"]["uid"]
+        pid = self._driver_pid() if hard else 0
+        if pid:
+            node_exec(self.node, f"kill -STOP {pid} 2>/dev/null || true")  # a driver that died meanwhile is fine
+        # Hard: no grace period, the object goes at once (kubectl delete --grace-period=0 --force); soft: the pod's
+        # own grace period. Either way the object is awaited gone (kubectl's --wait), the DaemonSet's next pod is
+        # another object with another name.
+        self.api.delete_pod(cci_manifests.NAMESPACE, pod, grace_seconds=0 if hard else None)
+        wait_for(lambda: (p := self.api.get_pod(cci_manifests.NAMESPACE, pod)) is None or p["metadata"]["uid"] != uid,
+                 60, interval=0.2, what=f"driver pod {pod} to be deleted")
+        if pid and not self._read().kubelet_pid:  # no kubelet to end it, nor to restart it: kill it here
+            node_exec(self.node, f"kill -9 {pid} 2>/dev/null || true")
+        wait_for(lambda: not node_exec(self.node, f"crictl ps -q --label io.kubernetes.pod.uid={uid}").strip(),
+                 60, interval=0.5, what=f"the processes of driver pod {pod} to end")
+
+    def restart_driver(self, hard: bool = True) -> None:
+        """A new driver pod (the DaemonSet's), after SIGKILL (hard) or SIGTERM; waits for its registration."""
+        before = self._registrations()
+        self._replace_driver_pod(hard)
+        self._wait_registered(before)
+
+    def stop_driver(self, hard: bool = True) -> None:
+        """The DaemonSet selects no node, so its pod goes and no new one comes (SIGKILL first when hard)."""
+        self._select_worker(False)
+        self._driver_stopped = True
+        self._replace_driver_pod(hard)
+        if not hard:  # SIGTERM removes the registration socket (spec S1.9): the kubelet deregisters it
+            wait_for(lambda: self.driver not in self.snapshot().drivers, 60, interval=0.5,
+                     what=f"the kubelet to deregister {self.driver}")
+
+    def start_driver(self) -> None:
+        before = self._registrations()
+        self._select_worker(True)
+        self._driver_stopped = False
+        self._wait_registered(before)
+
+    def pause_driver(self) -> None:
+        """SIGSTOP the driver's process: its calls hang until :meth:`resume_driver` (a driver busy answering)."""
+        pid = self._driver_pid()
+        if pid:
+            node_exec(self.node, f"kill -STOP {pid}")
+        self._paused = pid
+
+    def resume_driver(self) -> None:
+        pid = getattr(self, "_paused", 0)
+        self._paused = 0
+        if pid:
+            node_exec(self.node, f"kill -CONT {pid} 2>/dev/null || true")  # it may have been killed meanwhile
+
+    def cci_endpoint(self) -> Path:
+        """The CCI socket the driver advertised (docs/spec.md S1.2): the endpoint of the kubelet's last accepted
+        registration of it (its journal, kubelet-cci registry.go), not the deployment plan's folder, so REG-002
+        judges what the driver said. Reached from the host through the worker container's root (the harness runs
+        as root beside docker, as for the pod-resources socket)."""
+        read = self._read()
+        endpoint = node_view.kubelet_endpoint(read.registry, read.kubelet_since, self.driver)
+        if endpoint is None:
+            raise LookupError(f"the kubelet of {self.node} accepted no registration of {self.driver} since it "
+                              f"started: no endpoint was advertised to it")
+        return Path(f"/proc/{self._node_pid()}/root{posixpath.normpath(endpoint)}")
+
+    def _node_pid(self) -> str:
+        return subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", self.node], capture_output=True,
+                              text=True, check=True, timeout=30).stdout.strip()
+
+    def _select_worker(self, on: bool) -> None:
+        value = self.node if on else "cci-conformance-driver-stopped"
+        patch = {"spec": {"template": {"spec": {"nodeSelector": {"kubernetes.io/hostname": value}}}}}
+        self.api.patch_daemonset(cci_manifests.NAMESPACE, self._ds_name(), patch)
+
+    def _wait_registered(self, above: int) -> None:
+        wait_for(lambda: self._registrations() > above and self.driver in self.snapshot().drivers,
+                 self.manifest.startup_timeout_s + 60, interval=0.5,
+                 what=f"the kubelet to register {self.driver} again (a new pod starts first)")
+
+    # ---- observing ----
+    def snapshot(self) -> NodeSnapshot:
+        read = self._read()
+        events = node_view.kubelet_registrations(read.registry, read.kubelet_since, self.driver)
+        refusals = [e for e in events if e is not None]
+        # Registered: the kubelet's last answer since its start was "registered" and the socket is still there
+        # (a SIGKILLed driver's socket stays, and so does its registration, as on the embedded node).
+        registered = read.socket_present and bool(events) and events[-1] is None
+        return NodeSnapshot(
+            mode=read.cci["mode"], online=read.online, reserved=read.reserved, shared_pool=read.shared_pool(),
+            exclusive=exclusive_map(read), containers=containers_of(self._ours(), read),
+            drivers=(self.driver,) if registered else (), node_generation=read.generation, policy=read.cpu.policy_name,
+            withheld={f"{c['podUID']}/{c['container']}": parse_cpulist(c["withheld"])
+                      for c in read.cci["containers"] if c["withheld"]},
+            pending=read.owed(), startup=read.startup,
+            refused={self.plan.registration_socket: refusals[-1]} if refusals else {},
+            registrations=sum(1 for e in events if e is None))
+
+    def _pod_resources(self, method: str):
+        import grpc
+
+        from ...protocol.protos import podresources_v1_pb2 as pr
+        from ...protocol.protos import podresources_v1_pb2_grpc as pr_grpc
+
+        # The node container's kubelet socket, reached through its root (the harness runs as root beside docker).
+        sock = f"/proc/{self._node_pid()}/root/var/lib/kubelet/pod-resources/kubelet.sock"
+        with grpc.insecure_channel(f"unix:{sock}") as channel:
+            stub = pr_grpc.PodResourcesListerStub(channel)
+            if method == "allocatable":
+                return stub.GetAllocatableResources(pr.AllocatableResourcesRequest(), timeout=10)
+            return stub.List(pr.ListPodResourcesRequest(), timeout=10)
+
+    def allocatable_cpus(self) -> CPUs:
+        return frozenset(self._pod_resources("allocatable").cpu_ids)
+
+    def listed_exclusive_cpus(self) -> dict[str, CPUs]:
+        reply = self._pod_resources("list")
+        return {f"{p.namespace}/{p.name}/{c.name}": frozenset(c.cpu_ids)
+                for p in reply.pod_resources for c in p.containers if c.cpu_ids}
+
+    def state_files(self) -> dict[str, bytes]:
+        read = self._read()
+        return {CPU_STATE_FILE: read.cpu_raw, CCI_STATE_FILE: read.cci_raw}
+
+    def persisted_state(self) -> PersistedState:
+        """The kubelet's two checkpoints; the CCI one is whole files (no journal), its content without VOLATILE."""
+        read = self._read()
+        content = {k: v for k, v in read.cci.items() if k not in VOLATILE}
+        return PersistedState(cpu_manager_state=read.cpu_raw, cci_content=canonical(content),
+                              pending=read.owed())
+
+    def collect_evidence(self, dest: Path) -> list[Path]:
+        dest = Path(dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        read = self._read()
+        texts = {"kubelet.log": node_exec(self.node, "journalctl -u kubelet --no-pager -n 3000"),
+                 "driver.log": read.driver_log, CPU_STATE_FILE: read.cpu_raw.decode(),
+                 CCI_STATE_FILE: read.cci_raw.decode(), "recorded-cpusets.jsonl": read.recorder,
+                 "pods.json": json.dumps(self._ours(), indent=1), "pod-uids.json": json.dumps(self._pods, indent=1)}
+        written = []
+        for name, text in texts.items():
+            (dest / name).write_text(text)
+            written.append(dest / name)
+        return written
+
+    def close(self) -> None:
+        """Delete this session's pods and claims (released by the kubelet), give the kubelet back the RPC deadline
+        it had; the cluster lives to the run's end."""
+        try:
+            if self.run.cluster.created:
+                self.resume_driver()
+                self._select_worker(True)
+                self._driver_stopped = False
+                if not self._read().kubelet_pid:
+                    self.start_node()
+                self._delete_all()
+                if self._restore_timeout is not None:
+                    self._set_rpc_timeout(self._restore_timeout)
+        finally:
+            self._pods.clear()
+
+
+def _k8s_name(name: str) -> str:
+    """A DNS-1123 label for a PodSpec name (the suites' names are already; others are folded)."""
+    folded = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:63].rstrip("-")
+    return folded or "pod"
+
+
+# effective() is the kubelet's rule for a CCI container's cpuset, used by session_ledger; re-exported for tests.
+__all__ = ["KindSession", "effective"]

@@ -1,0 +1,1 @@
+"""kind clusters: config from a topology and a node profile, lifecycle, node access, the API server, plain pods."""
