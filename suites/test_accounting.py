@@ -9,8 +9,8 @@ from cci_conformance.certify.outcomes import not_applicable
 from cci_conformance.cpu_manager_state import loads
 
 
-def need_static(node_profile) -> None:
-    if node_profile.get("cpuManagerPolicy") != "static":
+def need_static(node_config) -> None:
+    if node_config.policy != "static":
         not_applicable("the node profile has no static CPU manager (alpha mode): no static-QoS pods to account")
 
 
@@ -35,9 +35,9 @@ def mixed_load(pods, topology, denied: tuple[str, ...], statics_first: bool = Fa
 
 
 @pytest.mark.requirement("ACCT-001")
-def test_static_and_cci_grants_never_overlap(node, pods, topology, node_profile, driver_manifest):
+def test_static_and_cci_grants_never_overlap(node, pods, topology, node_config, driver_manifest):
     """No CPU MUST be counted twice: static grants, CCI grants and withheld siblings are pairwise disjoint."""
-    need_static(node_profile)
+    need_static(node_config)
     mixed_load(pods, topology, denied_siblings(topology, driver_manifest), statics_first=True)
     if denied_siblings(topology, driver_manifest):
         half_held_core_then_denied(node, pods, topology)
@@ -88,9 +88,9 @@ def test_reserved_cpus_are_never_granted(node, pods, topology):
 
 
 @pytest.mark.requirement("ACCT-003")
-def test_cci_never_grants_cpus_of_static_pods(node, pods, node_profile):
+def test_cci_never_grants_cpus_of_static_pods(node, pods, node_config):
     """CPUs held by a static-QoS container MUST never be granted by CCI while it lives."""
-    need_static(node_profile)
+    need_static(node_config)
     statics = [pods.create(static_pod(n)) for n in (2, 1, 2)]
     assert all(r.admitted for r in statics)
     static_cpus = frozenset().union(*(r.containers[0].cpus for r in statics))
@@ -103,17 +103,17 @@ def test_cci_never_grants_cpus_of_static_pods(node, pods, node_profile):
 
 
 @pytest.mark.requirement("ACCT-004")
-def test_shared_pool_is_the_online_cpus_minus_every_held_cpu(node, pods, topology, node_profile, driver_manifest):
+def test_shared_pool_is_the_online_cpus_minus_every_held_cpu(node, pods, topology, node_config, driver_manifest):
     """The shared pool MUST equal the online CPUs minus every held CPU (minus reserved under strict reservation)."""
     denied = denied_siblings(topology, driver_manifest)
     small = len(available_now(node.snapshot())) < 16
     for pod in (claim_pod(exclusive(1 if small else 2)), claim_pod(exclusive(2, *denied))):
         assert pods.create(pod).admitted
-    if node_profile.get("cpuManagerPolicy") == "static":
+    if node_config.policy == "static":
         assert pods.create(static_pod(2)).admitted
     snap = node.snapshot()
     held = frozenset().union(*snap.exclusive.values())
-    strict = node_profile.get("cpuManagerPolicyOptions", {}).get("strict-cpu-reservation") == "true"
+    strict = node_config.strict_reservation
     want = snap.online - held - (snap.reserved if strict else frozenset())
     assert snap.shared_pool == want, f"shared pool {fmt(snap.shared_pool)}, expected {fmt(want)}"
 
@@ -145,9 +145,9 @@ def test_allocatable_cpus_are_online_minus_reserved(node, pods):
 
 
 @pytest.mark.requirement("ACCT-007")
-def test_pod_resources_list_reports_every_held_cpu(node, pods, topology, node_profile, driver_manifest):
+def test_pod_resources_list_reports_every_held_cpu(node, pods, topology, node_config, driver_manifest):
     """Pod-resources List MUST give each container exactly the CPUs it holds (static, CCI exclusive, withheld)."""
-    if node_profile.get("cpuManagerPolicy") == "static":
+    if node_config.policy == "static":
         mixed_load(pods, topology, denied_siblings(topology, driver_manifest))
     else:
         pods.create(claim_pod(exclusive(3)))
@@ -158,10 +158,10 @@ def test_pod_resources_list_reports_every_held_cpu(node, pods, topology, node_pr
 
 
 @pytest.mark.requirement("ACCT-008")
-def test_runtime_cpusets_follow_the_store(node, pods, topology, node_profile, driver_manifest):
+def test_runtime_cpusets_follow_the_store(node, pods, topology, node_config, driver_manifest):
     """The cpuset the runtime applied to every container MUST equal the node's assignment after each change."""
     denied = denied_siblings(topology, driver_manifest)
-    results = mixed_load(pods, topology, denied) if node_profile.get("cpuManagerPolicy") == "static" else \
+    results = mixed_load(pods, topology, denied) if node_config.policy == "static" else \
         [pods.create(claim_pod(exclusive(3))), pods.create(standard_pod())]
     for r in results[::2]:
         pods.delete(r.containers[0].pod_uid)
@@ -170,9 +170,9 @@ def test_runtime_cpusets_follow_the_store(node, pods, topology, node_profile, dr
 
 
 @pytest.mark.requirement("ACCT-009")
-def test_cpu_manager_state_is_a_valid_kubelet_checkpoint(node, pods, topology, node_profile, driver_manifest):
+def test_cpu_manager_state_is_a_valid_kubelet_checkpoint(node, pods, topology, node_config, driver_manifest):
     """cpu_manager_state MUST stay a kubelet v2 checkpoint (checksum, entries, defaultCpuSet) matching the store."""
-    need_static(node_profile)
+    need_static(node_config)
     mixed_load(pods, topology, denied_siblings(topology, driver_manifest))
     snap = node.snapshot()
     state = loads(node.persisted_state().cpu_manager_state, policy_name="static")  # verifies the checksum

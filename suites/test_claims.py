@@ -136,11 +136,11 @@ def test_exclusive_flag_matches_the_claim(node, driver_manifest, grant):
 
 
 @pytest.mark.requirement("CLAIM-005")
-def test_grant_avoids_cpus_that_are_not_available(node, pods, topology, node_profile, grant):
+def test_grant_avoids_cpus_that_are_not_available(node, pods, topology, node_config, grant):
     """Every returned CPU MUST be in the availableCpus of that CCIAdmit (never reserved, never held by others)."""
     _, problems = grant(exclusive(1))  # every grant is checked: a defect may show in any step of the sequence
     assert not problems, problems
-    if node_profile.get("cpuManagerPolicy") == "static":
+    if node_config.policy == "static":
         assert pods.create(static_pod(2)).admitted
         assert pods.create(static_pod(1)).admitted
     _, problems = grant(exclusive(2))

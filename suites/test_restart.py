@@ -35,12 +35,12 @@ def denied_siblings(topology, driver_manifest) -> tuple[str, ...]:
     return ("CORE-SIBLING-DENIED",) if topology.threads_per_core > 1 and driver_manifest.has("core-siblings") else ()
 
 
-def load(pods, topology, node_profile, driver_manifest) -> list:
+def load(pods, topology, node_config, driver_manifest) -> list:
     denied = denied_siblings(topology, driver_manifest)
     small = len(available_now(pods.session.snapshot())) < 16
     results = [pods.create(claim_pod(shared(2))), pods.create(claim_pod(exclusive(1 if small else 2))),
                pods.create(standard_pod()), pods.create(claim_pod(exclusive(2, *denied)))]
-    if node_profile.get("cpuManagerPolicy") == "static":
+    if node_config.policy == "static":
         results.append(pods.create(static_pod(1)))
     assert all(r.admitted for r in results), [r.message for r in results if not r.admitted]
     return results
@@ -73,9 +73,9 @@ def readmit(node, result, parameters) -> object:
 
 @pytest.mark.requirement("RESTART-001")
 @pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
-def test_node_restart_keeps_every_cpuset(node, pods, topology, node_profile, driver_manifest):
+def test_node_restart_keeps_every_cpuset(node, pods, topology, node_config, driver_manifest):
     """After a node restart (kill -9) every live container MUST keep its CPUs and the ledger MUST be unchanged."""
-    load(pods, topology, node_profile, driver_manifest)
+    load(pods, topology, node_config, driver_manifest)
     before = accounting(node)
     node.restart_node(hard=True)
     assert accounting(node) == before, "the node's ledger changed across its restart"
@@ -136,9 +136,9 @@ def _cpus(text: str):
 @pytest.mark.requirement("RESTART-003")
 @pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
 @pytest.mark.needs("restart-recovery")
-def test_node_and_driver_restart_keep_every_grant(node, pods, topology, node_profile, driver_manifest):
+def test_node_and_driver_restart_keep_every_grant(node, pods, topology, node_config, driver_manifest):
     """After the node and the driver both restart, every grant MUST be kept and later admissions MUST respect it."""
-    results = load(pods, topology, node_profile, driver_manifest)
+    results = load(pods, topology, node_config, driver_manifest)
     before = accounting(node)
     node.stop_driver(hard=True)
     node.restart_node(hard=True)
@@ -189,9 +189,9 @@ def test_removed_admissions_stay_free_after_a_driver_restart(node, pods, topolog
 
 @pytest.mark.requirement("RESTART-004")
 @pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
-def test_container_gone_while_node_down_is_released(node, pods, topology, node_profile, driver_manifest):
+def test_container_gone_while_node_down_is_released(node, pods, topology, node_config, driver_manifest):
     """A container that vanished while the node was down MUST be dropped and its CPUs freed in node and driver."""
-    results = load(pods, topology, node_profile, driver_manifest)
+    results = load(pods, topology, node_config, driver_manifest)
     # an exclusive grant, whose CPUs must come back: the DENIED one where it withholds siblings (they must too)
     gone = results[3 if denied_siblings(topology, driver_manifest) else 1].containers[0]
     footprint = node.snapshot().exclusive[f"{gone.pod_uid}/{gone.container}"]  # its CPUs and withheld siblings

@@ -84,11 +84,11 @@ def test_exhaustion_is_refused_and_recovers(node, pods):
 
 
 @pytest.mark.requirement("ROBUST-003")
-def test_driver_answers_within_the_deadline_with_many_live_admissions(node_session_factory, node_profile):
+def test_driver_answers_within_the_deadline_with_many_live_admissions(node_session_factory, node_config):
     """The driver MUST answer every CCI call (Admit, Add, Remove) within the node's RPC deadline, however many
     admissions are live."""
     session = node_session_factory()  # closed at the end: cheaper than deleting every pod
-    deadline = float(node_profile.get("rpcTimeoutSeconds", 5))
+    deadline = node_config.rpc_timeout_s
     exclusive_ones = min(8, len(available_now(session.snapshot())) // 2)
     slowest = 0.0
     admitted = []

@@ -129,6 +129,14 @@ class RunSettings:
             return self.stateful_examples
         return STATEFUL_EXAMPLES.get(backend, STATEFUL_EXAMPLES[DEFAULT_BACKEND])
 
+    @cached_property
+    def node_config(self):
+        """The run's node profile, typed (node/profile.py NodeConfig): what the suites read of it, with the
+        defaults the node applies, so no suite repeats them with ``.get``."""
+        from ..node.profile import parse_config
+
+        return parse_config(self.node_profile_data, str(self.node_profile))
+
     def validate(self) -> None:
         """Load everything once, so a bad input stops the run before any test with one clear line."""
         if len(set(self.topologies)) != len(self.topologies):

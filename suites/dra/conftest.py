@@ -15,7 +15,7 @@ from cci_conformance.certify.settings import load_topology
 from cci_conformance.certify.stash import SETTINGS
 from cci_conformance.dra import api
 from cci_conformance.dra.suite import DEFAULT_KUBERNETES, OPENER, Sessions, kind_opener
-from cci_conformance.kind import versions
+from cci_conformance.kind.image import versions
 
 SESSIONS = pytest.StashKey[Sessions]()
 PROFILES = {"none": api.POLICY_NONE, "static-reserved": api.static_reserved()}

@@ -11,7 +11,7 @@ from cci_conformance.kind.image import cache
 OTHER_PROCESS = """
 import contextlib
 import sys
-from cci_conformance.kind import cache
+from cci_conformance.kind.image import cache
 cache.BUILD_WAIT_S = float(sys.argv[1])
 try:
     with cache.cached_only() if sys.argv[2] == "cached" else contextlib.nullcontext(), cache.building("a test step"):

@@ -51,7 +51,7 @@ def _plan_of(monkeypatch, tmp_path, profile):
     from cci_conformance.certify.settings import load_topology
     from cci_conformance.dra import api
     from cci_conformance.dra import kind_session as ks
-    from cci_conformance.kind import cluster_config
+    from cci_conformance.kind.cluster import config as cluster_config
     from cci_conformance.paths import PROJECT_ROOT
 
     seen = {}

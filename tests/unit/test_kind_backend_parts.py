@@ -324,6 +324,7 @@ def test_a_restarted_kubelet_is_waited_for_until_it_lists_the_running_pods(monke
     from types import SimpleNamespace
 
     from cci_conformance.backends.base import NodeFault
+    from cci_conformance.kind.cci import kubelet_restarts
     from cci_conformance.kind.cci import session as kind_session
 
     session = kind_session.KindSession.__new__(kind_session.KindSession)
@@ -339,7 +340,7 @@ def test_a_restarted_kubelet_is_waited_for_until_it_lists_the_running_pods(monke
     monkeypatch.setattr(session, "_pod_resources", listed)
     session._wait_pods_known()
     assert replies == [[("conformance", "a")]]  # it asked until the running pod was listed
-    monkeypatch.setattr(kind_session, "KUBELET_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(kubelet_restarts, "KUBELET_TIMEOUT_S", 0.5)
     monkeypatch.setattr(session, "_pod_resources", lambda method: SimpleNamespace(pod_resources=[]))
     with pytest.raises(NodeFault, match="still misses pods"):
         session._wait_pods_known()
