@@ -77,7 +77,8 @@ def default_workers(backend: str, topologies: int, cpus: int | None = None) -> i
     still run one at a time (certify/measuring.py). Elsewhere one process: a kind machine is a cluster."""
     if backend != DEFAULT_BACKEND:
         return 0
-    cpus = cpus if cpus is not None else len(os.sched_getaffinity(0))
+    if cpus is None:  # the CPUs this process may run on (a container's limit), where the OS says so
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     workers = min(cpus, topologies)
     return workers if workers > 1 else 0
 

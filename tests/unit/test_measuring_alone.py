@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import subprocess
 import sys
 
 import pytest
 
-from cci_conformance.certify.measuring import hold_while_testing, measuring_alone
-from cci_conformance.waiting import WaitTimeout
+from cci_conformance.certify.measuring import gate_of, hold_while_testing, let_measurements_in, measuring_alone
+from cci_conformance.waiting import WaitTimeout, wait_for
 
 
 def test_a_second_measurement_waits_for_the_first_and_then_runs(tmp_path):
@@ -67,3 +68,33 @@ def test_the_test_that_measures_does_not_wait_for_its_own_hold(tmp_path):
             pass
         assert not another_process_can_measure(lock), "the test's hold was not taken back after its measurement"
     assert another_process_can_measure(lock)
+
+
+def gate_held(lock) -> bool:
+    """Whether a measurement holds the gate (it does while it waits for the tests beside it to end)."""
+    with open(gate_of(lock), "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
+def test_a_long_test_lets_a_waiting_measurement_in_between_two_steps(tmp_path):
+    lock = tmp_path / "latency.lock"
+    with hold_while_testing(lock, wait_s=5):
+        let_measurements_in(lock, wait_s=5)  # nobody waiting: the test goes straight on
+        assert not another_process_can_measure(lock)
+        code = ("import sys; from cci_conformance.certify.measuring import measuring_alone\n"
+                f"with measuring_alone({str(lock)!r}, wait_s=10):\n    print('measured', flush=True)")
+        waiting = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        try:
+            # the measurement holds the gate once it waits; the test's next step lets it in and waits for its end
+            wait_for(lambda: gate_held(lock), 10, interval=0.05, what="the measurement to wait at the gate")
+            let_measurements_in(lock, wait_s=10)
+            assert waiting.wait(timeout=30) == 0 and waiting.stdout.read().strip() == "measured"
+        finally:
+            waiting.kill()
+            waiting.wait()
+        assert not another_process_can_measure(lock), "the test's hold was not taken back"
