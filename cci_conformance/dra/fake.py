@@ -42,6 +42,7 @@ FAULTS = {
     "slow-prepare": "every NodePrepareResources call takes 0.5 s",
     "publish-reserved": "the reserved CPUs are published as devices too",
     "wrong-count": "a claim gets one CPU fewer than asked for",
+    "empty-the-pool": "a claim of every CPU left runs, leaving shared containers none (upstream #295)",
 }
 BUCKETS = (0.1, 0.1536, 0.2354, 0.3608, 0.5530, 0.8475, 1.2988, 1.9905)
 
@@ -111,7 +112,8 @@ class FakeDraSession:
 
     def _allocate(self, claim: _Claim) -> CPUs | None:
         """The scheduler's choice among the published devices, in the driver's order (whole cores first)."""
-        free = self._publish() - self._granted()
+        # an allocated device is the scheduler's to no other claim, prepared or not (two claims of one pod too)
+        free = self._publish() - frozenset().union(*(c.cpus for c in self._claims.values()))
         spec = claim.spec
         if "ignore-selector" not in self.faults:
             if spec.numa_node is not None:
@@ -125,6 +127,12 @@ class FakeDraSession:
             order = [c for core in whole for c in core] + sorted(free - frozenset().union(*map(frozenset, whole)))
         want = spec.count - (1 if "wrong-count" in self.faults and spec.count > 1 else 0)
         return frozenset(order[:want]) if len(order) >= spec.count else None
+
+    def _would_empty_pool(self, pod: _Pod) -> bool:
+        shared_running = any(not p.claims and any(c.running for c in p.containers.values())
+                             for p in self._pods.values())
+        taken = frozenset().union(*(self._claims[n].cpus for n in pod.claims))
+        return shared_running and not (self.topology.online_cpus - self.profile.reserved - self._granted() - taken)
 
     def _update_shared(self) -> None:
         """The driver's NRI plugin moves every shared container to the new pool (it updates running containers)."""
@@ -166,6 +174,11 @@ class FakeDraSession:
                 claim.cpus = cpus
         if pod.claims and not self._driver_up:
             pod.events.append("FailedPrepareDynamicResources: driver dra.cpu is not registered")
+            return
+        if pod.claims and self._would_empty_pool(pod) and "empty-the-pool" not in self.faults:
+            # fail closed, as dra-driver-cpu does since #297: the container that would empty the pool is refused
+            pod.events.append("Failed: CreateContainerError: allocating the claim's CPUs would leave the shared "
+                              "pool empty while shared containers run")
             return
         for name in pod.claims:
             self._claims[name].reserved_for.add(pod.spec.name)
