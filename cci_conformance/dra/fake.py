@@ -42,6 +42,8 @@ FAULTS = {
     "slow-prepare": "every NodePrepareResources call takes 0.5 s",
     "publish-reserved": "the reserved CPUs are published as devices too",
     "wrong-count": "a claim gets one CPU fewer than asked for",
+    "empty-the-pool": "a claim of every CPU left runs, leaving shared containers none (upstream #295)",
+    "ignore-static-pins": "a claim runs on CPUs the kubelet's static policy pinned to a Guaranteed pod (#134)",
 }
 BUCKETS = (0.1, 0.1536, 0.2354, 0.3608, 0.5530, 0.8475, 1.2988, 1.9905)
 
@@ -85,6 +87,7 @@ class FakeDraSession:
         self._driver_up = self._kubelet_up = True
         self._forgotten: CPUs = frozenset()  # grants a restarted driver no longer knows
         self._prepare_calls: list[float] = []
+        self._pinned: dict[tuple[str, str], CPUs] = {}  # the kubelet's static-policy assignments
 
     # -- the model -------------------------------------------------------------------------------
     def _tick(self) -> datetime:
@@ -111,7 +114,8 @@ class FakeDraSession:
 
     def _allocate(self, claim: _Claim) -> CPUs | None:
         """The scheduler's choice among the published devices, in the driver's order (whole cores first)."""
-        free = self._publish() - self._granted()
+        # an allocated device is the scheduler's to no other claim, prepared or not (two claims of one pod too)
+        free = self._publish() - frozenset().union(*(c.cpus for c in self._claims.values()))
         spec = claim.spec
         if "ignore-selector" not in self.faults:
             if spec.numa_node is not None:
@@ -126,6 +130,29 @@ class FakeDraSession:
         want = spec.count - (1 if "wrong-count" in self.faults and spec.count > 1 else 0)
         return frozenset(order[:want]) if len(order) >= spec.count else None
 
+    def _pin(self, pod: _Pod) -> None:
+        """The kubelet's static policy: whole free cores, lowest first, for each Guaranteed container. It knows
+        nothing of DRA claims (upstream #134), which is why a driver must look at what it pinned."""
+        if self.profile.policy != "static":
+            return
+        for c in pod.spec.containers:
+            if c.guaranteed_cpus:
+                free = self.topology.online_cpus - self.profile.reserved - frozenset().union(*self._pinned.values())
+                order = [n for core in self.topology.cores if core <= free for n in sorted(core)]
+                self._pinned[pod.spec.name, c.name] = frozenset(order[:c.guaranteed_cpus])
+
+    def _pin_conflict(self, pod: _Pod) -> CPUs:
+        if self.profile.policy != "static" or "ignore-static-pins" in self.faults:
+            return frozenset()
+        taken = frozenset().union(*(self._claims[n].cpus for n in pod.claims))
+        return taken & frozenset().union(*self._pinned.values())
+
+    def _would_empty_pool(self, pod: _Pod) -> bool:
+        shared_running = any(not p.claims and any(c.running for c in p.containers.values())
+                             for p in self._pods.values())
+        taken = frozenset().union(*(self._claims[n].cpus for n in pod.claims))
+        return shared_running and not (self.topology.online_cpus - self.profile.reserved - self._granted() - taken)
+
     def _update_shared(self) -> None:
         """The driver's NRI plugin moves every shared container to the new pool (it updates running containers)."""
         if not self._driver_up:
@@ -139,6 +166,8 @@ class FakeDraSession:
 
     def _cpus_for(self, pod: _Pod, container: str) -> CPUs | None:
         spec = next(c for c in pod.spec.containers if c.name == container)
+        if (pod.spec.name, container) in self._pinned:
+            return self._pinned[pod.spec.name, container]
         names = [self._claim_name(pod.spec.name, n) for n in spec.claims]
         if names:
             return frozenset().union(*(self._claims[n].cpus for n in names))
@@ -167,10 +196,21 @@ class FakeDraSession:
         if pod.claims and not self._driver_up:
             pod.events.append("FailedPrepareDynamicResources: driver dra.cpu is not registered")
             return
+        conflict = self._pin_conflict(pod)
+        if conflict:
+            pod.events.append(f"FailedPrepareDynamicResources: CPUs {sorted(conflict)} are pinned by the kubelet's "
+                              "static CPU manager policy")
+            return
+        if pod.claims and self._would_empty_pool(pod) and "empty-the-pool" not in self.faults:
+            # fail closed, as dra-driver-cpu does since #297: the container that would empty the pool is refused
+            pod.events.append("Failed: CreateContainerError: allocating the claim's CPUs would leave the shared "
+                              "pool empty while shared containers run")
+            return
         for name in pod.claims:
             self._claims[name].reserved_for.add(pod.spec.name)
         if pod.claims:
             self._prepare_calls.append(0.5 if "slow-prepare" in self.faults else 0.01)
+        self._pin(pod)
         for container in pod.spec.containers:
             cid = f"{next(self._ids):064x}"
             pod.containers[container.name] = ContainerState(container.name, cid, True)
@@ -207,6 +247,8 @@ class FakeDraSession:
             claim = self._claims.get(name)
             if claim:
                 claim.reserved_for.discard(pod.spec.name)
+        for c in pod.spec.containers:
+            self._pinned.pop((pod.spec.name, c.name), None)
         for spec in pod.spec.claims:
             self._claims.pop(f"{pod.spec.name}-{spec.name}" if spec.template else spec.name, None)
 
@@ -293,7 +335,8 @@ class FakeDraSession:
         prepared = tuple(PreparedClaim(c.uid, c.name, "default", frozenset(f"uid-{p}" for p in c.reserved_for),
                                        tuple((self.driver_name, self.node, f"cpu{n}") for n in sorted(c.cpus)))
                          for c in self._claims.values() if c.reserved_for)
-        return KubeletCheckpoints(prepared, CpuManagerView(self.profile.policy, frozenset()))
+        assigned = tuple((f"uid-{pod}", c, cpus) for (pod, c), cpus in sorted(self._pinned.items()))
+        return KubeletCheckpoints(prepared, CpuManagerView(self.profile.policy, frozenset(), assigned))
 
     def metrics(self) -> KubeletMetrics:
         def hist(values: list[float]) -> Histogram:

@@ -33,6 +33,9 @@ class Sessions:
     def get(self, topology: Topology, profile: NodeProfile) -> DraSession:
         key = (topology.name, profile.name)
         if key not in self._open:
+            # one node at a time: a kind cluster per (machine, profile) is what this host has room for; the
+            # suites' conftest orders the tests so that none of them comes back to a closed one
+            self.close()
             config = DraSessionConfig(topology, profile, self.manifest, self.kubernetes,
                                       self.workdir / f"{topology.name}-{profile.name}")
             try:

@@ -52,6 +52,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("dra_topology", names, ids=names, scope="session", indirect=True)
 
 
+@pytest.hookimpl(trylast=True)  # after pytest grouped the tests by the session-scoped machine
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test of one machine and profile together, so each node is opened once (Sessions keeps one open)."""
+    def key(item: pytest.Item) -> tuple[str, str]:
+        params = getattr(item, "callspec", None)
+        marker = item.get_closest_marker("dra_profile")
+        return (params.params.get("dra_topology", "") if params else "", marker.args[0] if marker else "none")
+    order = {k: i for i, k in enumerate(dict.fromkeys(map(key, items)))}
+    items.sort(key=lambda item: order[key(item)])
+
+
 @pytest.fixture(scope="session")
 def dra_topology(request):
     return load_topology(request.param)

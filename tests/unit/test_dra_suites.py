@@ -15,8 +15,8 @@ pytest_plugins = ["pytester"]
 DRIVER = PROJECT_ROOT / "drivers_under_test" / "dra-driver-cpu"
 CATALOG = SUITES_DIR / "dra" / "requirements.yaml"
 TOPOLOGIES = ("laptop-1s4c-smt2", "server-2s8c-smt2-intel")
-ALL = {"CLAIM-601", "CLAIM-602", "CLAIM-603", "CLAIM-604", "CLAIM-605", "CLAIM-606", "ACCT-601", "RESTART-601",
-       "RESTART-602", "RESTART-603", "RESTART-604", "RESTART-605", "REG-601", "LAT-601"}
+ALL = {"CLAIM-601", "CLAIM-602", "CLAIM-603", "CLAIM-604", "CLAIM-605", "CLAIM-606", "ACCT-601", "ACCT-602", "ACCT-603",
+       "RESTART-601", "RESTART-602", "RESTART-603", "RESTART-604", "RESTART-605", "REG-601", "LAT-601"}
 
 
 class VirtualClock:
@@ -79,14 +79,17 @@ def test_a_correct_node_passes_every_requirement_with_one_closed_session_per_mac
     opener = FakeOpener()
     report = run(pytester, opener)
     assert statuses(report) == dict.fromkeys(ALL, "pass"), statuses(report)
-    assert sorted(s.topology.name for s in opener.opened) == sorted(TOPOLOGIES)
+    assert sorted((s.topology.name, s.profile.name) for s in opener.opened) == \
+        sorted((t, p) for t in TOPOLOGIES for p in ("none", "static-reserved"))
     assert all(not s._pods for s in opener.opened)
 
 
 @pytest.mark.parametrize(("fault", "fails"), [
     ("split-cores", {"CLAIM-603"}),
     ("ignore-selector", {"CLAIM-604"}),
-    ("wrong-count", {"CLAIM-601", "CLAIM-603"}),  # the rest reads the allocation it got, which is consistent
+    # the rest reads the allocation it got, which is consistent; but a pod claiming every CPU left now runs (on
+    # one CPU fewer a claim), which ACCT-602 refuses
+    ("wrong-count", {"CLAIM-601", "CLAIM-603", "ACCT-602"}),
     ("shared-overlaps", {"ACCT-601", "RESTART-601", "RESTART-603", "RESTART-604"}),
     ("starve-shared", {"ACCT-601", "RESTART-601", "RESTART-602", "RESTART-603", "RESTART-604"}),
     ("share-claim-across-pods", {"CLAIM-606"}),
@@ -95,6 +98,8 @@ def test_a_correct_node_passes_every_requirement_with_one_closed_session_per_mac
     # the leaked CPUs stay out of the pool for the rest of the run: the later pool checks see them too
     ("leak-on-delete", {"RESTART-602", "RESTART-603", "RESTART-604"}),
     ("slow-prepare", {"LAT-601"}),
+    ("empty-the-pool", {"ACCT-602"}),
+    ("ignore-static-pins", {"ACCT-603"}),
     ("publish-reserved", set()),  # policy none reserves nothing: REG-601 cannot tell (the static profile can)
 ])
 def test_each_broken_rule_fails_its_requirement(pytester, fault, fails):
