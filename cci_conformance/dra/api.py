@@ -8,8 +8,8 @@ from typing import Protocol
 
 from ..cpuset import CPUs, format_cpulist
 from ..errors import ConfigError
+from ..kind.cluster.cpuset_log import Record
 from ..topology.model import Topology
-from .recorder import Record
 
 POLICIES = ("none", "static")
 RESTART_POLICIES = ("Always", "OnFailure", "Never")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ..cpuset import CPUs, format_cpulist
+from ..kind.cluster.cpuset_log import EVERY_CPU, Record
 from ..topology.model import Topology
 from .api import DraSession, PodState
-from .recorder import EVERY_CPU, Record
 
 
 def fmt(cpus: CPUs | None) -> str:

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from ..cpuset import CPUs
+from ..kind.cluster.cpuset_log import Record
 from ..topology.model import Topology
 from .api import (
     FEATURES,
@@ -28,7 +29,6 @@ from .api import (
     PodState,
     PreparedClaim,
 )
-from .recorder import Record
 
 FAULTS = {
     "split-cores": "claims take CPUs in id order, splitting cores",

@@ -12,6 +12,7 @@ from ..drivers.manifest import load_manifest
 from ..kind import dracpu
 from ..kind.cluster import toolchain
 from ..kind.cluster.config import ClusterPlan, NodePlan
+from ..kind.cluster.cpuset_log import Record
 from ..kind.cluster.lifecycle import KindCluster
 from ..kind.dracpu_manifests import DRIVER_NAME, NAMESPACE, DriverDeployment
 from ..kind.dracpu_session import DraCpuSession
@@ -32,7 +33,6 @@ from .api import (
 )
 from .objects import NAMESPACE as POD_NS
 from .objects import pod_objects
-from .recorder import Record
 
 # The faked machine is shown to the driver only (its sysfs hostPaths point here); with policy none the kubelet
 # sees the real host, which it needs: it writes every CPU it sees into the kubepods cpuset (docs/dra-cpu.md).

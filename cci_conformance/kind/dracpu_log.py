@@ -1,6 +1,6 @@
-"""The recorder log of the dra-cpu scenarios: moved to cci_conformance/dra/recorder.py (the DRA package)."""
+"""The recorder log of the dra-cpu scenarios: parsed by kind/cluster/cpuset_log.py (the node image records it)."""
 
-from ..dra.recorder import (
+from .cluster.cpuset_log import (
            EVERY_CPU,
            Grant,
            Record,

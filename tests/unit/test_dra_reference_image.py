@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from cci_conformance.drivers.manifest import load_manifest
-from cci_conformance.kind import dra_reference_image
+from cci_conformance.kind.image import dra_reference_driver as dra_reference_image
 
 DRA_REFERENCE = Path(__file__).resolve().parents[2] / "drivers_under_test" / "dra-reference"
 

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ..cpuset import format_cpulist, parse_cpulist
+from ...cpuset import format_cpulist, parse_cpulist
 
 # An empty `cpus` at create means the runtime was asked for no cpuset: the container may run on every
 # CPU of the node (docs/dra-cpu.md "What each observation point gives"), so it overlaps every grant.

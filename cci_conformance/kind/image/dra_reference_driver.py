@@ -6,14 +6,14 @@ import shutil
 import time
 from pathlib import Path
 
+from ..runner import CommandFailed, run, say
 from . import gobuild
 from .cache import Step, exclusive
-from .cci_driver_image import BuiltDriverImage
-from .cci_driver_image import _lay as lay_files
+from .go_driver import BuiltDriverImage
+from .go_driver import _lay as lay_files
 from .kubelet_cci import REPO_ROOT
 from .kubelet_cci import _module_files as module_files  # go.mod, go.sum, non-test .go
-from .ociimage import ImageSpec, write_archive
-from .runner import CommandFailed, run, say
+from .oci_archive import ImageSpec, write_archive
 
 # drivers_under_test/dra-reference: a DRA kubelet plugin and an NRI plugin in one static binary, so the
 # image is that one file on an empty layer, as for the Go CCI reference (cci_driver_image.py).
