@@ -108,7 +108,7 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
-	devs, err := devices.List(machine, reserved, c.mode, mut)
+	devs, err := devices.List(machine, c.driverName, reserved, c.mode, mut)
 	if err != nil {
 		return err
 	}

@@ -35,7 +35,7 @@ type node struct {
 func (n *node) start() {
 	n.t.Helper()
 	m := fixture.Machine(n.t, "laptop-1s4c-smt2")
-	devs, err := devices.List(m, cpuset.New(0), devices.Individual, mutant.None)
+	devs, err := devices.List(m, DefaultDriverName, cpuset.New(0), devices.Individual, mutant.None)
 	if err != nil {
 		n.t.Fatal(err)
 	}

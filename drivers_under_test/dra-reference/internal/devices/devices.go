@@ -38,8 +38,15 @@ const (
 	// The standard attribute (KEP-6072, stable in 1.37): claims can match it across drivers.
 	AttrStandardNUMA = "resource.kubernetes.io/numaNode"
 	// CapacityCPU is the group devices' consumable capacity: a claim's share is this many CPUs.
+	// Published as "<driver>/cpu" (CapacityName): the scheduler matches a claim's capacity request
+	// to a device's capacity by the exact key, and claims name it qualified, as for dra-driver-cpu.
 	CapacityCPU = "cpu"
 )
+
+// CapacityName is the group devices' capacity key for a driver: "<driver>/cpu".
+func CapacityName(driver string) resourceapi.QualifiedName {
+	return resourceapi.QualifiedName(driver + "/" + CapacityCPU)
+}
 
 // MaxDevicesPerSlice is resource.k8s.io/v1's limit on the devices of one ResourceSlice.
 const MaxDevicesPerSlice = 128
@@ -110,7 +117,7 @@ func CPUDevice(m *topology.Machine, id int, mut mutant.Name) resourceapi.Device 
 }
 
 // GroupDevice is the grouped-mode device of one NUMA node: shareable, its capacity the node's CPUs.
-func GroupDevice(m *topology.Machine, node int, cpus cpuset.CPUSet, mut mutant.Name) resourceapi.Device {
+func GroupDevice(m *topology.Machine, driver string, node int, cpus cpuset.CPUSet, mut mutant.Name) resourceapi.Device {
 	socket, threads := 0, 0
 	for i, c := range cpus.List() {
 		if i == 0 {
@@ -131,7 +138,7 @@ func GroupDevice(m *topology.Machine, node int, cpus cpuset.CPUSet, mut mutant.N
 		},
 		Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
 			// Whole CPUs only: a request for 1.5 is rounded up by the scheduler (step 1).
-			CapacityCPU: {Value: *resource.NewQuantity(int64(cpus.Size()), resource.DecimalSI),
+			CapacityName(driver): {Value: *resource.NewQuantity(int64(cpus.Size()), resource.DecimalSI),
 				RequestPolicy: &resourceapi.CapacityRequestPolicy{Default: &one,
 					ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: &one, Step: &one}}},
 		},
@@ -140,7 +147,7 @@ func GroupDevice(m *topology.Machine, node int, cpus cpuset.CPUSet, mut mutant.N
 }
 
 // List returns the devices of a mode, in publication order.
-func List(m *topology.Machine, reserved cpuset.CPUSet, mode string, mut mutant.Name) ([]resourceapi.Device, error) {
+func List(m *topology.Machine, driver string, reserved cpuset.CPUSet, mode string, mut mutant.Name) ([]resourceapi.Device, error) {
 	offered := Publishable(m, reserved)
 	var out []resourceapi.Device
 	switch mode {
@@ -151,7 +158,7 @@ func List(m *topology.Machine, reserved cpuset.CPUSet, mode string, mut mutant.N
 	case Grouped:
 		for _, node := range m.NodeIDs() {
 			if cpus := m.Nodes[node].Intersection(offered); !cpus.IsEmpty() {
-				out = append(out, GroupDevice(m, node, cpus, mut))
+				out = append(out, GroupDevice(m, driver, node, cpus, mut))
 			}
 		}
 	default:

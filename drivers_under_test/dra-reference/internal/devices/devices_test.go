@@ -22,7 +22,7 @@ func intOf(t *testing.T, d resourceapi.Device, name resourceapi.QualifiedName) i
 
 func TestIndividualPublishesOnlineMinusReservedWithSysfsAttributes(t *testing.T) {
 	m := fixture.Machine(t, "server-2s8c-smt2-intel")
-	devs, err := devices.List(m, cpuset.New(0, 16), devices.Individual, mutant.None)
+	devs, err := devices.List(m, "d.example", cpuset.New(0, 16), devices.Individual, mutant.None)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestIndividualOrderKeepsCoresTogether(t *testing.T) {
 
 func TestGroupedOneShareableDevicePerNode(t *testing.T) {
 	m := fixture.Machine(t, "server-2s8c-smt2-intel")
-	devs, err := devices.List(m, cpuset.New(8), devices.Grouped, mutant.None)
+	devs, err := devices.List(m, "d.example", cpuset.New(8), devices.Grouped, mutant.None)
 	if err != nil || len(devs) != 2 {
 		t.Fatalf("devices %v, err %v: want one per NUMA node", devs, err)
 	}
@@ -78,7 +78,7 @@ func TestGroupedOneShareableDevicePerNode(t *testing.T) {
 		intOf(t, d, devices.AttrSocketID) != 1 {
 		t.Errorf("numa-1 attributes %v", d.Attributes)
 	}
-	c := d.Capacity[devices.CapacityCPU]
+	c := d.Capacity["d.example/cpu"]
 	if c.Value.Value() != 15 || d.AllowMultipleAllocations == nil || !*d.AllowMultipleAllocations ||
 		c.RequestPolicy == nil || c.RequestPolicy.ValidRange.Min.Value() != 1 {
 		t.Errorf("numa-1 capacity %+v, allowMultiple %v: want 15 shareable CPUs, min 1", c, d.AllowMultipleAllocations)
@@ -87,7 +87,7 @@ func TestGroupedOneShareableDevicePerNode(t *testing.T) {
 
 func TestSlicesHoldAtMost128Devices(t *testing.T) {
 	m := fixture.Machine(t, "smt4-2s")
-	devs, _ := devices.List(m, cpuset.New(), devices.Individual, mutant.None)
+	devs, _ := devices.List(m, "d.example", cpuset.New(), devices.Individual, mutant.None)
 	res := devices.Resources("node-a", append(append(devs, devs...), devs...)) // 192 devices
 	slices := res.Pools["node-a"].Slices
 	if len(slices) != 2 || len(slices[0].Devices) != 128 || len(slices[1].Devices) != 64 {
@@ -96,7 +96,7 @@ func TestSlicesHoldAtMost128Devices(t *testing.T) {
 }
 
 func TestUnknownModeIsAnError(t *testing.T) {
-	if _, err := devices.List(fixture.Machine(t, "laptop-1s4c-smt2"), cpuset.New(), "bogus", mutant.None); err == nil {
+	if _, err := devices.List(fixture.Machine(t, "laptop-1s4c-smt2"), "d.example", cpuset.New(), "bogus", mutant.None); err == nil {
 		t.Error("mode bogus accepted")
 	}
 }

@@ -95,7 +95,7 @@ func (p *Plugin) Request(claim *resourceapi.ResourceClaim) (pinning.Request, []r
 		if cfg.Opaque != nil && cfg.Opaque.Driver == p.DriverName {
 			return req, nil, fmt.Errorf("%s: status.allocation.devices.config[%d].opaque.parameters: this driver "+
 				"takes no parameters (the CPU count is the number of devices, or the consumed %q capacity); "+
-				"remove the opaque config of driver %s", who, i, devices.CapacityCPU, p.DriverName)
+				"remove the opaque config of driver %s", who, i, devices.CapacityName(p.DriverName), p.DriverName)
 		}
 	}
 	for _, ref := range claim.Status.ReservedFor {
@@ -130,7 +130,7 @@ func (p *Plugin) Request(claim *resourceapi.ResourceClaim) (pinning.Request, []r
 		if !ok {
 			return req, nil, fmt.Errorf("%s: group device %s was allocated without a consumed %q capacity: the "+
 				"DRAConsumableCapacity feature gate must be on in the API server, scheduler and kubelet", who,
-				r.Device, devices.CapacityCPU)
+				r.Device, devices.CapacityName(p.DriverName))
 		}
 		req.Shares = append(req.Shares, pinning.Share{Node: node, Count: count})
 	}
@@ -141,7 +141,8 @@ func (p *Plugin) Request(claim *resourceapi.ResourceClaim) (pinning.Request, []r
 }
 
 func consumed(capacity map[resourceapi.QualifiedName]apiresource.Quantity, driver string) (int, bool) {
-	for _, key := range []resourceapi.QualifiedName{devices.CapacityCPU, resourceapi.QualifiedName(driver + "/" + devices.CapacityCPU)} {
+	// The key is the device's (qualified); an unqualified one is the driver's own domain too.
+	for _, key := range []resourceapi.QualifiedName{devices.CapacityName(driver), devices.CapacityCPU} {
 		if q, ok := capacity[key]; ok {
 			return int(q.Value()), true
 		}

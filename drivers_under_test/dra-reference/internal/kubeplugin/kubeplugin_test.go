@@ -53,7 +53,7 @@ func cpuDev(cpu string) resourceapi.DeviceRequestAllocationResult {
 func groupDev(node string, count int64) resourceapi.DeviceRequestAllocationResult {
 	share := types.UID("share-" + node)
 	return resourceapi.DeviceRequestAllocationResult{Request: "cpus", Driver: driver, Pool: "node-a", Device: "numa-" + node,
-		ShareID: &share, ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{"cpu": *resource.NewQuantity(count, resource.DecimalSI)}}
+		ShareID: &share, ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{driver + "/cpu": *resource.NewQuantity(count, resource.DecimalSI)}}
 }
 
 func prepare(t *testing.T, p *kubeplugin.Plugin, c *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
