@@ -63,7 +63,10 @@ class FakeOpener:
 
 
 def run(pytester, opener: FakeOpener, topologies: tuple[str, ...] = TOPOLOGIES) -> dict:
+    # importlib: suites/dra/test_latency.py and suites/test_latency.py share a basename, and the CCI one may
+    # already be imported in this process (the outer run's modules stay for the inner run)
     args = [str(SUITES_DIR / "dra"), "-p", "cci_conformance.plugin", "-p", "no:cacheprovider",
+            "--import-mode=importlib",
             "--cci-driver", str(DRIVER), "--cci-backend", "kind",
             "--cci-catalog", str(CATALOG), "--cci-report-dir", str(pytester.path / "out"),
             *[a for t in topologies for a in ("--cci-topology", t)]]
