@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cci_conformance.kind import gobuild
+from cci_conformance.kind.image import gobuild
 
 DRA_REFERENCE = Path(__file__).resolve().parents[2] / "drivers_under_test" / "dra-reference"
 # A cold module and build cache compiles the k8s.io dependencies first: 218 s of CPU for the image build.
