@@ -34,11 +34,8 @@ from cci_conformance.protocol.semantics import GroupReply, check_admission, grou
 # depends on the seed alone, never on how fast the machine is. A failure names its round's seed;
 # `--hypothesis-seed SEED` (hypothesis's own pytest option) starts the chain there, so the failing round is
 # replayed first (docs/certification.md).
-ROUND = 10
+ROUND = 10  # examples per round unless the run's pace says otherwise (certify/settings.STATEFUL_ROUND)
 STEPS = 20
-# A step on the embedded node takes milliseconds; on kind it is a real pod start, deletion or kubelet restart
-# (2-25 s, docs/kind.md), so there a round holds 2 examples: a failure's replay costs minutes, not ten.
-ROUNDS = {"kind": 2}
 SEED_OPTION = "--hypothesis-seed"
 
 
@@ -247,22 +244,21 @@ def run_rounds(machine, first: int, examples: int, per_round: int = ROUND) -> tu
 @pytest.mark.requirement("ACCT-010")
 @pytest.mark.fresh_node  # restarts, kills or pauses: a node of its own (docs/certification.md)
 @pytest.mark.long
-def test_invariants_hold_under_random_interleavings(node, topology, driver_manifest, node_profile, cci_settings,
+def test_invariants_hold_under_random_interleavings(node, topology, driver_manifest, node_config, cci_settings,
                                                      request, record_figure, record_replay):
     """Every node invariant and every live grant's semantics MUST hold after every step of any interleaving."""
     session = node
-    options = node_profile.get("cpuManagerPolicyOptions", {})
     machine = type("Machine", (NodeMachine,), {
         "session": session, "topology": topology, "caps": set(driver_manifest.capabilities),
-        "strict": options.get("strict-cpu-reservation") == "true",
-        "static_ok": node_profile.get("cpuManagerPolicy") == "static", "broken": [], "examples": 0,
+        "strict": node_config.strict_reservation,
+        "static_ok": node_config.policy == "static", "broken": [], "examples": 0,
         "caught_at": 0})
     first = first_seed(request.config)
     record_figure("stateful first seed", first)  # report.json keeps it even when the run passes
-    asked = cci_settings.stateful_examples_on(session.backend_name)
+    asked, per_round = cci_settings.stateful_pace(session.backend_name)
     record_figure("stateful examples asked", asked)
     try:
-        run_rounds(machine, first, asked, ROUNDS.get(session.backend_name, ROUND))
+        run_rounds(machine, first, asked, per_round)
     except Exception as exc:
         given = [f"{opt} {shlex.quote(str(v))}" for opt in ("--cci-backend", "--cci-driver", "--cci-node-profile",
                                                                    "--cci-stateful-examples")

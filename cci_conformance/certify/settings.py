@@ -28,6 +28,8 @@ DEFAULT_NODE_PROFILE = "coexistence"
 # it). On kind a step is a real pod start or kubelet restart (2-25 s, about 35 s an example): 6, the fewest
 # examples kind runs got under the former 240 s budget (docs/kind.md, "Measured").
 STATEFUL_EXAMPLES = {"embedded": 30, "kind": 6}
+# Examples per seeded round: on kind a failure's replay of its round costs minutes, not ten of them.
+STATEFUL_ROUND = {"embedded": 10, "kind": 2}
 MAX_STATEFUL_EXAMPLES = 100_000
 
 # Topologies registered in-process by name (the harness's own self-tests); checked before the library.
@@ -128,6 +130,11 @@ class RunSettings:
         if self.stateful_examples is not None:
             return self.stateful_examples
         return STATEFUL_EXAMPLES.get(backend, STATEFUL_EXAMPLES[DEFAULT_BACKEND])
+
+    def stateful_pace(self, backend: str) -> tuple[int, int]:
+        """ACCT-010's (examples per topology, examples per seeded round) on ``backend``: the run decides its pace,
+        the suite never branches on a backend's name."""
+        return self.stateful_examples_on(backend), STATEFUL_ROUND.get(backend, STATEFUL_ROUND[DEFAULT_BACKEND])
 
     @cached_property
     def node_config(self):
