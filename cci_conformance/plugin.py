@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
-import signal
 import sys
 from pathlib import Path
 
@@ -16,16 +14,16 @@ from .backends.base import NodeFault
 from .certify.catalog import base_test_id
 from .certify.collector import PROP_EVIDENCE, PROP_NA, PROP_NODE_FAULT, PROP_REQUIREMENTS
 from .certify.outcomes import CAPABILITY_NA_KIND, capability_skip_reason
+from .certify.run_plugins import WORKER_FACTS, SigtermInterrupt, StartupProbe, XdistCount, spreads_by_machine
 from .certify.sessions import collect_failure_evidence
 from .certify.settings import DEFAULT_BACKEND, DEFAULT_NODE_PROFILE, DEFAULT_TOPOLOGIES, RunSettings
-from .certify.stash import FAILED, PROBED, SESSIONS_USED, SETTINGS
+from .certify.stash import FAILED, SESSIONS_USED, SETTINGS
 from .errors import ConfigError
 from .paths import PROJECT_ROOT, REFERENCE_DRIVER_DIR
 from .protocol.capabilities import KNOWN_CAPABILITIES
 
 FIXTURES_PACKAGE = "cci_conformance_fixtures"  # a private name: "fixtures" is also a PyPI package
 FIXTURES_DIR = PROJECT_ROOT / "fixtures"
-EXECNET_BOOTSTRAP = b"exec(eval(sys.stdin.readline()))"  # the command line of an xdist worker (execnet popen)
 MARKERS = (
     "requirement(*ids): the catalog requirement(s) this conformance test proves",
     "needs(*capabilities): driver capabilities the test needs (skipped with the reason when undeclared)",
@@ -92,7 +90,6 @@ def _register_fixtures(config: pytest.Config) -> None:
             config.pluginmanager.register(module, f"cci-fixtures-{name}")
 
 
-WORKER_FACTS = "cci_backend_facts"  # a pytest-xdist worker's Backend.run_facts(), sent to the controller
 GROWTH_REQUIREMENT = "LAT-004"  # its test measures machines beside the run's (certify/budgets.growth_machines)
 
 
@@ -129,7 +126,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
     if interrupts.install():  # in every process that runs tests: the controller and each xdist worker
-        config.pluginmanager.register(_SigtermInterrupt(), "cci-sigterm")
+        config.pluginmanager.register(SigtermInterrupt(), "cci-sigterm")
     settings = _settings(config)
     config.stash[SETTINGS] = settings
     _register_fixtures(config)
@@ -137,7 +134,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if _is_worker(config):
         config.pluginmanager.register(StartFailureStop(config), "cci-start-failure-stop")
-        if _asked_for_certification(config) and not _spreads_by_machine(settings):
+        if _asked_for_certification(config) and not spreads_by_machine(settings):
             from .certify.measuring import QuietMeasurements
 
             config.pluginmanager.register(QuietMeasurements(), "cci-quiet-measurements")
@@ -157,58 +154,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(reporter, "cci-reporter")
     config.pluginmanager.register(StartFailureStop(config, reporter), "cci-start-failure-stop")
     if _asked_for_certification(config):
-        config.pluginmanager.register(_StartupProbe(reporter), "cci-startup-probe")
+        config.pluginmanager.register(StartupProbe(reporter), "cci-startup-probe")
     if config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(_XdistCount(reporter), "cci-xdist-count")
-
-
-class _SigtermInterrupt:
-    """SIGTERM ends the run as Ctrl-C does (interrupts.py): report interrupted, every session closed."""
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem):
-        result = yield
-        if interrupts.pending():  # its KeyboardInterrupt was lost (raised in a finalizer, or caught): stop here
-            item.session.shouldstop = "interrupted by SIGTERM"  # pytest raises session.Interrupted next
-        return result
-
-    def pytest_keyboard_interrupt(self, excinfo) -> None:
-        interrupts.handling()
-        if interrupts.requested():  # SIGTERM may have reached this process alone (Ctrl-C reaches the terminal's
-            _terminate_xdist_workers()  # whole group): its workers would wait for xdist's teardown, 5 to 10 s
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        interrupts.handling()  # closing the sessions from here on: a later SIGTERM must not cut that short
-
-    def pytest_unconfigure(self, config: pytest.Config) -> None:
-        interrupts.uninstall()
-
-
-def _terminate_xdist_workers() -> None:
-    """SIGTERM this process's pytest-xdist workers (execnet popen children), which then stop as we do; a
-    worker already interrupted ignores it (interrupts.py: one SIGTERM, one interrupt)."""
-    try:
-        children = {pid for task in Path("/proc/self/task").iterdir()
-                    for pid in (task / "children").read_text().split()}
-    except OSError:  # no /proc, or a kernel without the children file: xdist's teardown stops them
-        return
-    for pid in children:
-        try:
-            if EXECNET_BOOTSTRAP in Path(f"/proc/{pid}/cmdline").read_bytes():
-                os.kill(int(pid), signal.SIGTERM)
-        except OSError:  # exited meanwhile
-            continue
-
-
-def _spreads_by_machine(settings: RunSettings) -> bool:
-    """A backend that builds machines (kind) spreads the suites over xdist workers one machine each."""
-    from .backends.registry import get_backend
-
-    try:
-        return bool(getattr(get_backend(settings.backend), "spreads_by_machine", False))
-    except ConfigError:
-        return False
+        config.pluginmanager.register(XdistCount(reporter), "cci-xdist-count")
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
@@ -218,7 +166,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     # (`cci-conformance run -n`): one machine's tests of one module per scope, so a process starts only the shared
     # nodes of what it runs and a machine's slow tests spread. Another --dist (the harness's `pytest -n 2`) keeps
     # xdist's scheduler.
-    spreads = _spreads_by_machine(settings)
+    spreads = spreads_by_machine(settings)
     if not (spreads or config.getoption("dist", None) == "loadscope"):
         return None
     from .certify.machine_scheduling import MachineScheduling
@@ -232,7 +180,7 @@ def _long_first(config: pytest.Config) -> bool:
     """A worker of an embedded run spread by module scopes (pytest_xdist_make_scheduler): the longest tests go
     first, so the last minute is not one machine's ACCT-010 while the other workers idle."""
     return (_is_worker(config) and config.getoption("dist", None) == "loadscope"
-            and not _spreads_by_machine(config.stash[SETTINGS]))
+            and not spreads_by_machine(config.stash[SETTINGS]))
 
 
 @pytest.hookimpl(trylast=True)
@@ -260,68 +208,6 @@ def _finish_backend(config: pytest.Config, facts: bool) -> None:
     if facts:
         config.workeroutput[WORKER_FACTS] = backend.run_facts()
     backend.finish()
-
-
-class _XdistCount:
-    """Under xdist the controller collects nothing; the workers tell it how many tests there are."""
-
-    def __init__(self, reporter):
-        self.reporter = reporter
-
-    def pytest_testnodedown(self, node, error) -> None:
-        facts = getattr(node, "workeroutput", {}).get(WORKER_FACTS)
-        if facts:
-            self.reporter.worker_facts.append(facts)
-
-    def pytest_xdist_node_collection_finished(self, node, ids) -> None:
-        self.reporter.total = max(self.reporter.total, len(ids))
-
-
-def _uses_a_node(item: pytest.Item) -> bool:
-    return bool({"node", "node_session_factory"} & set(getattr(item, "fixturenames", ())))
-
-
-class _StartupProbe:
-    """Before the first test, start the driver once (certify/probe.py); if it never comes up, run nothing.
-
-    Under xdist (the controller runs no test) the probe overlaps the workers' start and is closed;
-    otherwise its session becomes the first topology's shared node, so a good driver pays nothing.
-    """
-
-    def __init__(self, reporter):
-        self.reporter = reporter
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtestloop(self, session: pytest.Session):
-        config = session.config
-        distributed = config.pluginmanager.getplugin("dsession") is not None
-        if config.option.collectonly or (not distributed and not any(_uses_a_node(i) for i in session.items)):
-            return None
-        from .certify.early_stop import record_stop
-        from .certify.probe import probe_driver
-
-        settings = config.stash[SETTINGS]
-        if distributed and _spreads_by_machine(settings):
-            # The probe's node would be a cluster of the controller's own, booted before any worker's and idle to
-            # the end; each worker instead makes its clusters once, and the first whose cluster or driver could
-            # not start stops the run (certify/early_stop.py).
-            return None
-        result = probe_driver(settings)
-        if not result.failure:
-            if distributed:
-                result.opener.close_all()
-            else:
-                config.stash[PROBED] = result
-            return None
-        record_stop(config, self.reporter, result.failure, result.driver_at_fault,
-                    "every requirement is untested: no test ran")
-        session.testsfailed += 1  # exit 1, as for a failed requirement
-        return True  # run no test (and under xdist, schedule none)
-
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        result = session.config.stash.get(PROBED, None)
-        if result is not None and not getattr(result, "adopted", False):  # no test took its session
-            result.opener.close_all()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
