@@ -97,7 +97,7 @@ def dra(request, dra_topology, pytestconfig):
     marker = request.node.get_closest_marker("dra_profile")
     profile = PROFILES[marker.args[0] if marker else "none"]
     session = pytestconfig.stash[SESSIONS].get(dra_topology, profile)
-    node = Node(session)
+    tracked = Node(session)  # deletes what the test made, newest first, whatever it asserted
     request.node.user_properties.append(("dra_kubernetes", pytestconfig.stash[SESSIONS].kubernetes))
-    yield node
-    node.cleanup()
+    yield tracked
+    tracked.cleanup()

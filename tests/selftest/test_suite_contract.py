@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from cci_conformance.backends.base import NodeSession
+from cci_conformance.dra.api import DraSession
 from cci_conformance.paths import PROJECT_ROOT, SUITES_DIR
 
 # What suites may import of the embedded node's package: the contract's value types. (The kubelet's own
@@ -17,8 +18,19 @@ CONTRACT = frozenset(name for name in dir(NodeSession) if not name.startswith("_
     frozenset(NodeSession.__annotations__)
 
 
-def sources() -> dict[str, str]:
-    files = sorted(SUITES_DIR.rglob("*.py")) + sorted((PROJECT_ROOT / "fixtures").glob("*.py"))
+# The DRA suites (suites/dra/) act through their own contract, DraSession (cci_conformance/dra/api.py), not
+# NodeSession: they are checked against that one (test_dra_suites_use_only_the_dra_contract).
+DRA_SUITES = SUITES_DIR / "dra"
+DRA_CONTRACT = frozenset(name for name in dir(DraSession) if not name.startswith("_")) | \
+    frozenset(DraSession.__annotations__)
+
+
+def sources(dra: bool = False) -> dict[str, str]:
+    if dra:
+        files = sorted(DRA_SUITES.rglob("*.py"))
+    else:
+        files = [f for f in sorted(SUITES_DIR.rglob("*.py")) if DRA_SUITES not in f.parents]
+        files += sorted((PROJECT_ROOT / "fixtures").glob("*.py"))
     return {str(f.relative_to(PROJECT_ROOT)): f.read_text() for f in files}
 
 
@@ -54,18 +66,27 @@ def _node_modules(node: ast.AST) -> list[str]:
     return []
 
 
-def violations(source: str) -> list[str]:
+def _forwarding_lines(tree: ast.AST) -> set[int]:
+    """The lines of ``getattr`` calls inside a ``__getattr__`` (a wrapper forwarding to its session: what it
+    forwards is checked where it is used)."""
+    return {n.lineno for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name == "__getattr__"
+            for n in ast.walk(f) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "getattr"}
+
+
+def violations(source: str, contract: frozenset[str] = CONTRACT, name: str = "NodeSession") -> list[str]:
     """Every look at a node that is not the contract's, with its line."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    forwarding = _forwarding_lines(tree) if contract is DRA_CONTRACT else set()
+    for node in ast.walk(tree):
         for module in _node_modules(node):
             if module not in ALLOWED_NODE_MODULES:
                 found.append(f"line {node.lineno}: imports {module} (node internals)")
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr") \
-                and node.args and _session(node.args[0]):
+                and node.args and _session(node.args[0]) and node.lineno not in forwarding:
             found.append(f"line {node.lineno}: {node.func.id} on a session (use require_feature)")
-        elif isinstance(node, ast.Attribute) and _session(node.value) and node.attr not in CONTRACT:
-            found.append(f"line {node.lineno}: .{node.attr} is not part of NodeSession")
+        elif isinstance(node, ast.Attribute) and _session(node.value) and node.attr not in contract:
+            found.append(f"line {node.lineno}: .{node.attr} is not part of {name}")
         elif isinstance(node, ast.Attribute) and node.attr == "extra":
             found.append(f"line {node.lineno}: .extra (the snapshot's fields are typed)")
     return found
@@ -73,6 +94,14 @@ def violations(source: str) -> list[str]:
 
 def test_suites_and_fixtures_use_only_the_contract():
     found = {path: v for path, text in sources().items() if (v := violations(text))}
+    assert not found, found
+
+
+def test_dra_suites_use_only_the_dra_contract():
+    """suites/dra/ imports nothing of the node's internals and uses of a session only what DraSession offers."""
+    assert sources(dra=True), "no DRA suite found"
+    found = {path: v for path, text in sources(dra=True).items()
+             if (v := violations(text, DRA_CONTRACT, "DraSession"))}
     assert not found, found
 
 

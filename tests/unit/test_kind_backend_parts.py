@@ -11,7 +11,7 @@ from cci_conformance.cpu_manager_state import CPUManagerState
 from cci_conformance.cpuset import parse_cpulist
 from cci_conformance.drivers.manifest import load_manifest
 from cci_conformance.errors import ConfigError
-from cci_conformance.kind.cci import ledger, node_view, pod_objects, run_cluster
+from cci_conformance.kind.cci import driver_hooks, ledger, node_view, pod_objects, run_cluster
 from cci_conformance.node.api import ClaimRef, ContainerSpec, PodSpec
 from cci_conformance.paths import PROJECT_ROOT
 from cci_conformance.topology import library
@@ -259,7 +259,7 @@ def test_the_driver_pod_is_the_running_one_and_a_hard_replace_deletes_it_without
                                   _driver_pod("pending", phase="Pending"), _driver_pod("live")])
     assert session._driver_pod()["metadata"]["name"] == "live"
     sent = []
-    monkeypatch.setattr(kind_session, "node_exec", lambda node, script, timeout=30: sent.append(script) or "")
+    monkeypatch.setattr(driver_hooks, "node_exec", lambda node, script, timeout=30: sent.append(script) or "")
     monkeypatch.setattr(session, "_driver_pid", lambda: 4242)
     monkeypatch.setattr(session, "_read", lambda: SimpleNamespace(kubelet_pid=7))
     session._replace_driver_pod(hard=True)
