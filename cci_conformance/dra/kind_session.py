@@ -13,7 +13,7 @@ from ..kind import dracpu
 from ..kind.cluster import toolchain
 from ..kind.cluster.config import ClusterPlan, NodePlan
 from ..kind.cluster.cpuset_log import Record
-from ..kind.cluster.lifecycle import KindCluster
+from ..kind.cluster.lifecycle import KindCluster, owned_name
 from ..kind.dracpu_manifests import DRIVER_NAME, NAMESPACE, DriverDeployment
 from ..kind.dracpu_session import DraCpuSession
 from ..kind.image import nodeimage, versions
@@ -69,7 +69,7 @@ class KindDraSession:
             if static else None
         # under the static policy the kubelet pins Guaranteed pods: it must see the machine the driver sees
         worker = NodePlan("worker", config.topology, profile, machine_root="/" if static else MACHINE_ROOT)
-        name = f"cci-dra-{os.getpid()}-{abs(hash((config.topology.name, config.profile.name))) % 1000}"
+        name = owned_name("cci-dra", str(abs(hash((config.topology.name, config.profile.name))) % 1000))
         plan = ClusterPlan(name, image, [NodePlan("control-plane"), worker], release=release)
         cluster = KindCluster(plan, kind=toolchain.kind_binary(release), kubectl=toolchain.kubectl_binary(release))
         try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,9 +28,10 @@ def kind_opener(config: DraSessionConfig) -> DraSession:
 class Sessions:
     """The open sessions of a run, one per (machine, profile), each closed at the end of the run."""
 
-    def __init__(self, opener: Opener, manifest: Path, kubernetes: str, workdir: Path):
-        self.opener, self.manifest, self.kubernetes, self.workdir = opener, manifest, kubernetes, workdir
+    def __init__(self, opener: Opener, manifest: Path, kubernetes: str):
+        self.opener, self.manifest, self.kubernetes = opener, manifest, kubernetes
         self._open: dict[tuple[str, str], DraSession | BaseException] = {}
+        self._workdir: Path | None = None  # made with the first session, removed by shutdown()
 
     def get(self, topology: Topology, profile: NodeProfile) -> DraSession:
         key = (topology.name, profile.name)
@@ -36,8 +39,10 @@ class Sessions:
             # one node at a time: a kind cluster per (machine, profile) is what this host has room for; the
             # suites' conftest orders the tests so that none of them comes back to a closed one
             self.close()
+            if self._workdir is None:
+                self._workdir = Path(tempfile.mkdtemp(prefix="cci-dra-"))
             config = DraSessionConfig(topology, profile, self.manifest, self.kubernetes,
-                                      self.workdir / f"{topology.name}-{profile.name}")
+                                      self._workdir / f"{topology.name}-{profile.name}")
             try:
                 self._open[key] = self.opener(config)
             except Exception as exc:  # a node that never came up: every test on it errors with this (untested)
@@ -52,3 +57,12 @@ class Sessions:
             if not isinstance(session, BaseException):
                 session.close()
         self._open.clear()
+
+    def shutdown(self) -> None:
+        """Close every session and remove the run's scratch dir: a run leaves nothing behind in /tmp."""
+        try:
+            self.close()
+        finally:
+            if self._workdir is not None:
+                shutil.rmtree(self._workdir, ignore_errors=True)
+                self._workdir = None

@@ -13,6 +13,7 @@ from ..errors import ConfigError
 from ..paths import SUITES_DIR
 from ..topology import library
 from . import dracpu, dracpu_certify, dracpu_static
+from .cluster.lifecycle import owned_name
 
 CATALOG = SUITES_DIR / "dra_cpu" / "requirements.yaml"
 INDIVIDUAL, GROUPED = "individual", "grouped"
@@ -75,7 +76,7 @@ def cluster_specs(topologies: list[str], grouped: list[str] | None, static: list
 
 def cluster_name(index: int) -> str:
     """Kind cluster names: CCI_KIND_PREFIX (as for the kind backend) keeps side-by-side runs apart."""
-    return f"{os.environ.get('CCI_KIND_PREFIX', 'cci-dracpu')}-{os.getpid()}-{index}"
+    return owned_name(os.environ.get('CCI_KIND_PREFIX', 'cci-dracpu'), str(index))
 
 
 def run_cluster(spec: ClusterSpec, version: str, name: str, logs_dir: Path | None) -> dict:

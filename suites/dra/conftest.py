@@ -6,7 +6,6 @@ Run through `cci-conformance run --driver DIR` for a `protocol: dra/v1` manifest
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -35,15 +34,14 @@ def pytest_configure(config: pytest.Config) -> None:
                                 f"{settings.manifest.protocol}; fix: a driver.yaml with protocol: dra/v1")
     kubernetes = versions.release(config.getoption("dra_kubernetes"), field="--dra-kubernetes").kubernetes
     opener = config.stash.get(OPENER, None) or kind_opener
-    workdir = Path(tempfile.mkdtemp(prefix="cci-dra-"))
     manifest = settings.manifest.path if settings.manifest is not None else Path("driver.yaml")
-    config.stash[SESSIONS] = Sessions(opener, manifest, kubernetes, workdir)
+    config.stash[SESSIONS] = Sessions(opener, manifest, kubernetes)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     sessions = config.stash.get(SESSIONS, None)
     if sessions is not None:
-        sessions.close()
+        sessions.shutdown()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

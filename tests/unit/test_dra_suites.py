@@ -121,3 +121,20 @@ def test_a_missing_hook_leaves_its_requirement_untested_never_passed(pytester):
     assert {r for r, s in got.items() if s == "pass"} == ALL - {"RESTART-601"}
     reason = next(t["reason"] for r in report["requirements"] if r["id"] == "RESTART-601" for t in r["tests"])
     assert "kill -9 the kubelet" in reason
+
+
+def test_the_run_scratch_dir_is_made_with_the_first_session_and_removed_at_the_end(tmp_path):
+    """Every pytest run that loaded the DRA suites used to leave a cci-dra-* dir in /tmp (297 after one day)."""
+    from cci_conformance.certify.settings import load_topology
+    from cci_conformance.dra import api
+    from cci_conformance.dra.suite import Sessions
+
+    opened = []
+    sessions = Sessions(lambda config: opened.append(config) or FakeDraSession(config.topology, config.profile), DRIVER / "driver.yaml",
+                        "v1.37.2")
+    assert sessions._workdir is None  # loading the suites makes nothing
+    sessions.get(load_topology("laptop-1s4c-smt2"), api.POLICY_NONE)
+    workdir = sessions._workdir
+    assert workdir is not None and workdir.is_dir() and opened[0].workdir.parent == workdir
+    sessions.shutdown()
+    assert not workdir.exists()

@@ -26,8 +26,17 @@ def _fake_kind(tmp: Path, clusters: list[str]) -> Path:
     return script
 
 
+@pytest.fixture(autouse=True)
+def scratch_root(tmp_path, monkeypatch) -> Path:
+    """Scratch dirs under the test's own dir: /tmp may hold other runs' (a live kind run, or a dead one's leftovers)."""
+    root = tmp_path / "scratch"
+    root.mkdir()
+    monkeypatch.setattr(lifecycle, "SCRATCH_ROOT", root)
+    return root
+
+
 def _scratch(name: str) -> Path:
-    d = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir="/tmp"))
+    d = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir=lifecycle.SCRATCH_ROOT))
     (d / CLUSTER_MARKER).write_text(name)
     return d
 
@@ -72,3 +81,13 @@ def test_a_scratch_dir_loses_its_marker_last(tmp_path, monkeypatch):
     monkeypatch.setattr(lifecycle.shutil, "rmtree", real)
     lifecycle.remove_workdir(work)
     assert not work.exists()
+
+
+def test_every_cluster_name_the_harness_makes_ends_in_its_pid():
+    """A name with a number after the pid (cci-dra-<pid>-<n>) once made delete_orphans of another run read <n> as
+    the owner's pid, and delete a live cluster when no process <n> ran."""
+    from cci_conformance.kind import dracpu_suite
+
+    pid = str(os.getpid())
+    names = [lifecycle.owned_name("cci-dra", "756"), lifecycle.owned_name("cci"), dracpu_suite.cluster_name(3)]
+    assert all(n.rsplit("-", 1)[-1] == pid for n in names), names

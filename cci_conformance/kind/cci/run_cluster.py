@@ -20,7 +20,7 @@ from ...topology.model import Topology
 from ...waiting import WaitTimeout
 from ..cluster.config import ClusterPlan, NodePlan
 from ..cluster.kube_api import KubeAPI
-from ..cluster.lifecycle import KindCluster, delete_orphans
+from ..cluster.lifecycle import KindCluster, delete_orphans, owned_name
 from ..runner import CommandFailed, say
 from . import driver_image
 from .deploy import RegistrationRefused
@@ -163,8 +163,7 @@ class RunCluster:
         # <prefix>-<pid>, <prefix>-<n>-<pid> for a process's later clusters (a pytest-xdist worker's second
         # machine group): the pid stays last, which is how cluster.delete_orphans finds a dead run's clusters
         prefix = os.environ.get("CCI_KIND_PREFIX", DEFAULT_PREFIX)
-        later = f"{len(RunCluster._clusters) + 1}-" if RunCluster._clusters else ""
-        name = f"{prefix}-{later}{os.getpid()}"
+        name = owned_name(prefix, str(len(RunCluster._clusters) + 1) if RunCluster._clusters else "")
         nodes = [NodePlan("worker", t, config, kubelet_flags=kubelet_flags(config))
                  for t in topologies]
         plan = ClusterPlan(name, image, [NodePlan("control-plane"), *nodes])

@@ -19,6 +19,13 @@ from .config import ClusterPlan, write_kind_config
 CREATE_TIMEOUT_S = 600
 WORKDIR_PREFIX = "cci-kind-"
 CLUSTER_MARKER = "cluster-name"  # in each scratch dir: which cluster its bind-mounted files belong to
+SCRATCH_ROOT = Path("/tmp")  # where scratch dirs live; delete_orphans looks here (a test points it elsewhere)
+
+
+def owned_name(prefix: str, tag: str = "") -> str:
+    """A cluster name this process owns: ``<prefix>[-<tag>]-<pid>``. The pid comes last because that is how
+    delete_orphans tells a dead run's cluster from a live one's (a number after the pid would be read as it)."""
+    return f"{prefix}-{tag}-{os.getpid()}" if tag else f"{prefix}-{os.getpid()}"
 
 
 class HostChanged(RuntimeError):
@@ -37,7 +44,7 @@ class KindCluster:
         self.kind = Path(kind)
         self.kubectl_bin = Path(kubectl)
         self.logs_dir = logs_dir
-        self.workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir="/tmp"))
+        self.workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir=SCRATCH_ROOT))
         (self.workdir / CLUSTER_MARKER).write_text(plan.name)
         self.kubeconfig = self.workdir / "kubeconfig"
         self.network = f"{plan.name}-net"
@@ -178,7 +185,7 @@ def delete_clusters(kind: Path, prefix: str = "cci-") -> list[str]:
             removed.append(name)
     # Scratch dirs (rendered topologies, kubeconfigs) of clusters that no longer exist.
     alive = set(list_clusters(kind))
-    for marker in Path("/tmp").glob(f"{WORKDIR_PREFIX}*/{CLUSTER_MARKER}"):
+    for marker in SCRATCH_ROOT.glob(f"{WORKDIR_PREFIX}*/{CLUSTER_MARKER}"):
         if marker.read_text().startswith(prefix) and marker.read_text() not in alive:
             shutil.rmtree(marker.parent, ignore_errors=True)
     return removed
@@ -200,7 +207,7 @@ def delete_orphans(kind: Path) -> list[str]:
     name ends in the pid of a process that no longer runs. Other clusters, and live runs', are left alone."""
     alive = set(list_clusters(kind))
     removed = []
-    for marker in Path("/tmp").glob(f"{WORKDIR_PREFIX}*/{CLUSTER_MARKER}"):
+    for marker in SCRATCH_ROOT.glob(f"{WORKDIR_PREFIX}*/{CLUSTER_MARKER}"):
         name = marker.read_text().strip()
         pid = name.rsplit("-", 1)[-1]
         if not pid.isdigit() or Path(f"/proc/{pid}").exists():
