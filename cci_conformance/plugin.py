@@ -17,7 +17,7 @@ from .certify.outcomes import CAPABILITY_NA_KIND, capability_skip_reason
 from .certify.run_plugins import WORKER_FACTS, SigtermInterrupt, StartupProbe, XdistCount, spreads_by_machine
 from .certify.sessions import collect_failure_evidence
 from .certify.settings import DEFAULT_BACKEND, DEFAULT_NODE_PROFILE, DEFAULT_TOPOLOGIES, RunSettings
-from .certify.stash import FAILED, SESSIONS_USED, SETTINGS
+from .certify.stash import FAILED, SESSIONS_USED, SETTINGS, suite_facts
 from .errors import ConfigError
 from .paths import PROJECT_ROOT, REFERENCE_DRIVER_DIR
 from .protocol.capabilities import KNOWN_CAPABILITIES
@@ -206,7 +206,7 @@ def _finish_backend(config: pytest.Config, facts: bool) -> None:
     except ConfigError:
         return  # reported as a usage error already
     if facts:
-        config.workeroutput[WORKER_FACTS] = backend.run_facts()
+        config.workeroutput[WORKER_FACTS] = {**backend.run_facts(), **suite_facts(config)}
     backend.finish()
 
 

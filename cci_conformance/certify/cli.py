@@ -25,16 +25,17 @@ PYTEST_USAGE_ERROR = 4
 INTERRUPT_GRACE_S = 240.0  # time pytest gets to close its sessions and write its partial report when interrupted
 # (an embedded run needs seconds; a kind run deletes its pods and its cluster, minutes on a loaded host)
 
-# A driver manifest with protocol dra/v1 (a DRA kubelet plugin) is certified by the dra-cpu suites on
-# kind (docs/dra-cpu.md): these replace the defaults of --suites, --backend and --topology for it.
-DRA_SUITES = "dra_cpu"
+# A driver manifest with protocol dra/v1 (a DRA kubelet plugin) is certified by the DRA suites on kind, on the
+# vanilla kubelet of --kubernetes (docs/dra-cpu.md): these replace the defaults of --suites, --backend and
+# --topology for it.
+DRA_SUITES = "dra"
 DRA_BACKEND = "kind"
 # The whole run's deadline by backend. Every wait inside has its own; this one ends a run that would go on
 # for a reason nobody foresaw. On kind every pod takes seconds to start and to release (docs/kind.md,
 # "Measured"): the catalog on two machines takes about 70 minutes on 2 cores.
 RUN_TIMEOUT_S = {"embedded": 1800.0, "kind": 7200.0}
 DRA_TOPOLOGIES = ("laptop-1s4c-smt2", "server-2s8c-smt2-intel")
-DRA_NODE_PROFILE = "node-none.yaml"  # in the dra-cpu suites' folder: kubelet policy none, no CCI
+DRA_NODE_PROFILE = "node-none.yaml"  # in the DRA suites' folder: kubelet policy none, no CCI
 
 
 def add_parser(subparsers) -> None:
@@ -52,6 +53,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--backend", default=None, help=f"where node and driver run (default: {DEFAULT_BACKEND}; "
                    f"{DRA_BACKEND} for a dra/v1 driver)")
     p.add_argument("--node-profile", metavar="NAME|FILE", help="node profile (default: coexistence)")
+    p.add_argument("--kubernetes", metavar="VERSION", default=None,
+                   help="Kubernetes release of the kind nodes of a dra/v1 driver (default: the DRA suites' "
+                        "vanilla release); a CCI driver runs on the CCI node image's release")
     p.add_argument("-n", "--workers", type=int, default=None, metavar="N",
                    help="pytest-xdist worker processes, each running whole machines (default: on the embedded "
                         "backend one per topology up to the usable CPUs, else 0: one process)")
@@ -105,6 +109,14 @@ def _settings(args) -> tuple[RunSettings, Path]:
         settings.node_profile = args.node_profile
     elif dra and (suites / DRA_NODE_PROFILE).is_file():
         settings.node_profile = str(suites / DRA_NODE_PROFILE)
+    if args.kubernetes is not None:
+        if not dra:
+            raise ConfigError("--kubernetes chooses the vanilla kubelet of a dra/v1 driver's nodes; a CCI driver "
+                              "runs on the CCI-patched node image", field="--kubernetes",
+                              fix="leave --kubernetes out (or certify a driver.yaml with protocol: dra/v1)")
+        from ..kind.image import versions
+
+        settings.kubernetes = versions.release(args.kubernetes, field="--kubernetes").kubernetes
     catalog = Path(args.catalog) if args.catalog else suites / "requirements.yaml"
     settings.catalog_path = catalog.resolve()
     return settings, suites
@@ -135,6 +147,8 @@ def pytest_command(settings: RunSettings, suites: Path, report_dir: Path, args, 
         cmd += ["-n", str(workers), "--dist", "loadscope"]
     if settings.stateful_examples is not None:
         cmd += ["--cci-stateful-examples", str(settings.stateful_examples)]
+    if settings.kubernetes is not None:
+        cmd += ["--dra-kubernetes", settings.kubernetes]
     if args.keyword:
         cmd += ["-k", args.keyword]
     return cmd + list(args.pytest_args)

@@ -17,6 +17,7 @@ from .junit import split_preconditions
 from .outcomes import TestResult
 from .report import build_report, validation_errors, write_json_atomic
 from .settings import RunSettings
+from .stash import suite_facts
 from .summary import progress_line, summary_lines
 
 INCREMENTAL_EVERY_S = 0.5  # how often, at most, report.json is rewritten while tests finish
@@ -151,7 +152,8 @@ class CertificationReporter:
         try:
             from ..backends.registry import get_backend
 
-            backend_facts = merge_facts([get_backend(settings.backend).run_facts(), *self.worker_facts])
+            backend_facts = merge_facts([get_backend(settings.backend).run_facts(), suite_facts(self.config),
+                                         *self.worker_facts])
         except Exception:  # an unknown backend was already reported as a config error
             backend_facts = {}
         return {

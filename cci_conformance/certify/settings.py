@@ -100,6 +100,7 @@ class RunSettings:
     catalog_path: Path | None = None
     progress: bool = False
     stateful_examples: int | None = None  # None: the backend's STATEFUL_EXAMPLES
+    kubernetes: str | None = None  # a dra/v1 run's node release (None: the DRA suites' default)
     extra: dict = field(default_factory=dict)
 
     @cached_property

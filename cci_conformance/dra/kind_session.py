@@ -49,6 +49,7 @@ class KindDraSession:
         self.cluster, self.inner, self.config = cluster, inner, config
         self.topology, self.profile, self.node = config.topology, config.profile, inner.node
         self.driver_name = driver_name
+        self.facts: dict[str, str] = {}
         # the kubelet sees the real host under policy none: its cgroups say nothing about the faked CPUs
         self.features = frozenset(FEATURES) - {"cpuset-effective"}
         self._pause = ""
@@ -87,7 +88,9 @@ class KindDraSession:
             raise
         # the driver name is fixed in dra-driver-cpu's source and names its DeviceClass; a manifest field for it
         # comes with the second DRA driver (the reference driver)
-        return cls(cluster, inner, config, DRIVER_NAME)
+        session = cls(cluster, inner, config, DRIVER_NAME)
+        session.facts = {"node_image": image, "driver_image": built.reference}  # report.json run.backend_facts
+        return session
 
     # -- pods and claims --------------------------------------------------------------------------
     def _pause_image(self) -> str:

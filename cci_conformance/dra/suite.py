@@ -28,8 +28,10 @@ def kind_opener(config: DraSessionConfig) -> DraSession:
 class Sessions:
     """The open sessions of a run, one per (machine, profile), each closed at the end of the run."""
 
-    def __init__(self, opener: Opener, manifest: Path, kubernetes: str):
+    def __init__(self, opener: Opener, manifest: Path, kubernetes: str, facts: dict | None = None):
         self.opener, self.manifest, self.kubernetes = opener, manifest, kubernetes
+        self.facts = {} if facts is None else facts  # report.json run.backend_facts: what the nodes ran
+        self.facts["kubernetes"] = kubernetes
         self._open: dict[tuple[str, str], DraSession | BaseException] = {}
         self._workdir: Path | None = None  # made with the first session, removed by shutdown()
 
@@ -45,6 +47,8 @@ class Sessions:
                                       self._workdir / f"{topology.name}-{profile.name}")
             try:
                 self._open[key] = self.opener(config)
+                for name, value in getattr(self._open[key], "facts", {}).items():  # node image, driver image
+                    self.facts.setdefault(name, value)
             except Exception as exc:  # a node that never came up: every test on it errors with this (untested)
                 self._open[key] = exc
         found = self._open[key]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cci_conformance.certify.settings import load_topology
-from cci_conformance.certify.stash import SETTINGS
+from cci_conformance.certify.stash import SETTINGS, suite_facts
 from cci_conformance.dra import api
 from cci_conformance.dra.suite import DEFAULT_KUBERNETES, OPENER, Sessions, kind_opener
 from cci_conformance.kind.image import versions
@@ -35,7 +35,7 @@ def pytest_configure(config: pytest.Config) -> None:
     kubernetes = versions.release(config.getoption("dra_kubernetes"), field="--dra-kubernetes").kubernetes
     opener = config.stash.get(OPENER, None) or kind_opener
     manifest = settings.manifest.path if settings.manifest is not None else Path("driver.yaml")
-    config.stash[SESSIONS] = Sessions(opener, manifest, kubernetes)
+    config.stash[SESSIONS] = Sessions(opener, manifest, kubernetes, suite_facts(config))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

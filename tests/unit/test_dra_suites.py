@@ -85,6 +85,7 @@ def test_a_correct_node_passes_every_requirement_with_one_closed_session_per_mac
     assert sorted((s.topology.name, s.profile.name) for s in opener.opened) == \
         sorted((t, p) for t in TOPOLOGIES for p in ("none", "static-reserved"))
     assert all(not s._pods for s in opener.opened)
+    assert report["run"]["backend_facts"]["kubernetes"] == "v1.37.2"  # the release the nodes ran, by default
 
 
 @pytest.mark.parametrize(("fault", "fails"), [

@@ -67,3 +67,35 @@ def test_kind_scopes_a_machine_and_an_embedded_run_a_machine_in_one_module():
     assert embedded._split_scope("suites/test_a.py::test_z[hybrid-8p8e]") != embedded._split_scope(one)
     # a test without a machine keeps loadscope's scope, its module
     assert embedded._split_scope("suites/test_a.py::test_plain") == "suites/test_a.py"
+
+
+def _cli_args(**given) -> argparse.Namespace:
+    fields = dict(workers=None, stateful_examples=None, profile="default", driver=None, suites=None, backend=None,
+                  topology=None, node_profile=None, catalog=None, kubernetes=None, keyword=None, pytest_args=[])
+    return argparse.Namespace(**{**fields, **given})
+
+
+def test_a_dra_driver_runs_the_dra_suites_on_kind_on_the_release_asked(tmp_path):
+    from cci_conformance.certify.cli import DRA_TOPOLOGIES, _settings
+    from cci_conformance.paths import PROJECT_ROOT, SUITES_DIR
+
+    args = _cli_args(driver=str(PROJECT_ROOT / "drivers_under_test" / "dra-driver-cpu"), kubernetes="1.37.2")
+    settings, suites = _settings(args)
+    assert suites == SUITES_DIR / "dra" and settings.backend == "kind" and settings.topologies == DRA_TOPOLOGIES
+    assert Path(settings.node_profile) == SUITES_DIR / "dra" / "node-none.yaml"
+    cmd = pytest_command(settings, suites, tmp_path, args)
+    assert cmd[cmd.index("--dra-kubernetes") + 1] == "v1.37.2"
+    assert "--dra-kubernetes" not in pytest_command(_settings(_cli_args(driver=args.driver))[0], suites, tmp_path,
+                                                    args)  # the suites' own default then
+
+
+def test_kubernetes_is_refused_for_a_cci_driver_and_an_unbuilt_release_named():
+    from cci_conformance.certify.cli import _settings
+    from cci_conformance.paths import PROJECT_ROOT
+
+    with pytest.raises(ConfigError, match="--kubernetes") as cci:
+        _settings(_cli_args(kubernetes="v1.37.2"))
+    assert "CCI" in str(cci.value)
+    with pytest.raises(ConfigError, match="--kubernetes") as unknown:
+        _settings(_cli_args(driver=str(PROJECT_ROOT / "drivers_under_test" / "dra-driver-cpu"), kubernetes="v1.99.0"))
+    assert "v1.37.2" in str(unknown.value)
