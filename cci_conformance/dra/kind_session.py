@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime
 from pathlib import Path
 
 from ..cpuset import CPUs
 from ..drivers.manifest import load_manifest
-from ..kind import dracpu
 from ..kind.cluster import toolchain
 from ..kind.cluster.config import ClusterPlan, NodePlan
 from ..kind.cluster.cpuset_log import Record
 from ..kind.cluster.lifecycle import KindCluster, owned_name
-from ..kind.dracpu_manifests import DRIVER_NAME, NAMESPACE, DriverDeployment
+from ..kind.dracpu_manifests import NAMESPACE, DriverDeployment
 from ..kind.dracpu_session import DraCpuSession
 from ..kind.image import nodeimage, versions
 from ..node.profile import parse_config
 from ..waiting import wait_for
-from . import kubelet_state
+from . import driver_image, kubelet_state
 from .api import (
     FEATURES,
     Allocation,
@@ -59,7 +57,7 @@ class KindDraSession:
     def open(cls, config: DraSessionConfig) -> KindDraSession:
         manifest = load_manifest(config.driver_manifest)
         release = versions.release(config.kubernetes)
-        built = dracpu.build_image(manifest.version)
+        built = driver_image.build(manifest)
         image = nodeimage.default_image(release)
         if not nodeimage.image_exists(image):
             raise RuntimeError(f"node image {image} is missing; fix: cci-conformance kind build-node-image "
@@ -79,6 +77,8 @@ class KindDraSession:
             node = plan.node_names()[1]
             sysfs = "/sys" if static else MACHINE_ROOT + "/sys"
             deployment = DriverDeployment(built.reference, node, device_mode=config.device_mode,
+                                          program=built.program, driver_name=built.driver_name,
+                                          extra_args=built.args,
                                           hybrid=bool(config.topology.core_types), node_sysfs=sysfs,
                                           reserved_cpus=config.profile.reserved)
             inner = DraCpuSession(cluster, node, config.topology, deployment)
@@ -86,9 +86,7 @@ class KindDraSession:
         except BaseException:
             cluster.delete()
             raise
-        # the driver name is fixed in dra-driver-cpu's source and names its DeviceClass; a manifest field for it
-        # comes with the second DRA driver (the reference driver)
-        session = cls(cluster, inner, config, DRIVER_NAME)
+        session = cls(cluster, inner, config, built.driver_name)
         session.facts = {"node_image": image, "driver_image": built.reference}  # report.json run.backend_facts
         return session
 

@@ -53,10 +53,13 @@ class DriverManifest:
     build: tuple[str, ...] = ()
     build_timeout_s: float = DEFAULT_BUILD_TIMEOUT_S
     dra_module: str = ""  # protocol dra/v1: the Go module its image is built from
+    dra_driver: str = ""  # protocol dra/v1: its DRA driver name (dra.device_class)
+    dra_source: Path | None = None  # protocol dra/v1: a local Go source tree built instead of the module's copy
+    dra_args: tuple[str, ...] = ()  # protocol dra/v1: extra flags of its program
 
     @property
     def is_dra(self) -> bool:
-        """A DRA kubelet plugin: deployed on kind by the dra-cpu suites, never started as a local process."""
+        """A DRA kubelet plugin: deployed on kind by the DRA suites, never started as a local process."""
         return self.protocol == DRA_PROTOCOL
 
     @property
@@ -86,7 +89,7 @@ class DriverManifest:
         """``local.command`` with its placeholders filled in (keyword arguments as for :meth:`values`)."""
         if self.is_dra:
             raise ConfigError(f"driver {self.name!r} speaks {DRA_PROTOCOL}: it has no local command",
-                              file=str(self.path), field="protocol", fix="certify it with the dra-cpu suites on kind: "
+                              file=str(self.path), field="protocol", fix="certify it with the DRA suites on kind: "
                               f"cci-conformance run --driver {self.folder}")
         values = self.values(**kwargs)
         return [substitute(arg, values) for arg in self.command]
@@ -165,7 +168,21 @@ def parse_manifest(data: object, path: Path) -> DriverManifest:
         build=tuple(local.get("build", ())),
         build_timeout_s=float(local.get("build_timeout_s", DEFAULT_BUILD_TIMEOUT_S)),
         dra_module=data.get("dra", {}).get("module", ""),
+        dra_driver=data.get("dra", {}).get("device_class", ""),
+        dra_source=_source_tree(data.get("dra", {}).get("source"), path, file),
+        dra_args=tuple(data.get("dra", {}).get("args", ())),
     )
+
+
+def _source_tree(source: str | None, manifest: Path, file: str) -> Path | None:
+    """dra.source, relative to the manifest's folder: a Go module (its go.mod) the image is built from."""
+    if source is None:
+        return None
+    tree = (manifest.resolve().parent / source).resolve()
+    if not (tree / "go.mod").is_file():
+        raise ConfigError(f"{tree} is not a Go module (no go.mod)", file=file, field="dra.source",
+                          fix="name the folder of the driver's go.mod and main package, relative to this manifest")
+    return tree
 
 
 def load_manifest(path: Path | str) -> DriverManifest:

@@ -43,6 +43,10 @@ class DriverDeployment:
     # node's own; another path when only the driver is shown it (cluster.config NodePlan.machine_root).
     node_sysfs: str = "/sys"
     extra_args: tuple[str, ...] = field(default=())
+    # Another DRA CPU driver deployed the same way (our reference takes dra-driver-cpu's flags, mounts and
+    # HOST_ROOT): its program inside the image and its DRA driver name (the DeviceClass the harness creates).
+    program: str = "/dracpu"
+    driver_name: str = DRIVER_NAME
 
     def __post_init__(self) -> None:
         if self.device_mode not in DEVICE_MODES:
@@ -57,7 +61,7 @@ class DriverDeployment:
                               fix="use the reference printed by `cci-conformance kind build-dra-cpu`")
 
     def args(self) -> list[str]:
-        argv = ["/dracpu", f"--v={self.log_level}", f"--cpu-device-mode={self.device_mode}",
+        argv = [self.program, f"--v={self.log_level}", f"--cpu-device-mode={self.device_mode}",
                 f"--bind-address=:{self.healthz_port}", f"--hostname-override={self.node_name}"]
         if self.device_mode == "grouped":
             argv.append(f"--group-by={self.group_by}")
@@ -164,19 +168,19 @@ def rbac() -> list[dict]:
     ]
 
 
-def device_class() -> dict:
+def device_class(driver: str = DRIVER_NAME) -> dict:
     """The DeviceClass claims name (resource.k8s.io/v1, GA in Kubernetes 1.34): every device of the driver."""
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "DeviceClass",
-        "metadata": {"name": DRIVER_NAME},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER_NAME}"'}}]},
+        "metadata": {"name": driver},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
     }
 
 
 def objects(plan: DriverDeployment) -> list[dict]:
     """Everything to apply, in order: RBAC, DeviceClass, DaemonSet."""
-    return [*rbac(), device_class(), daemonset(plan)]
+    return [*rbac(), device_class(plan.driver_name), daemonset(plan)]
 
 
 def feature_gates(plan: DriverDeployment) -> dict[str, bool]:

@@ -162,7 +162,7 @@ class DraCpuSession:
             (directory / "driver.log").write_text(str(exc))
 
     def published(self) -> dict[str, dict]:
-        return dracpu_slices.devices(self.get("resourceslices")["items"], self.node)
+        return dracpu_slices.devices(self.get("resourceslices")["items"], self.node, self.deployment.driver_name)
 
     def wait_slices(self, timeout: float = 60) -> dict[str, dict]:
         return wait_for(self.published, timeout=timeout, interval=1.0, what=f"ResourceSlices of {self.node}")

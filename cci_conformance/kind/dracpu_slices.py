@@ -19,12 +19,12 @@ def _value(attribute: dict):
     return None
 
 
-def devices(slices: list[dict], node: str) -> dict[str, dict]:
-    """Device name -> attribute values, over every slice the driver published for ``node``."""
+def devices(slices: list[dict], node: str, driver: str = DRIVER_NAME) -> dict[str, dict]:
+    """Device name -> attribute values, over every slice ``driver`` published for ``node``."""
     out: dict[str, dict] = {}
     for item in slices:
         spec = item.get("spec", {})
-        if spec.get("driver") != DRIVER_NAME or spec.get("nodeName") != node:
+        if spec.get("driver") != driver or spec.get("nodeName") != node:
             continue
         for device in spec.get("devices", []):
             out[device["name"]] = {k: _value(v) for k, v in device.get("attributes", {}).items()}

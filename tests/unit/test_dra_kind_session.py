@@ -60,7 +60,8 @@ def _plan_of(monkeypatch, tmp_path, profile):
         seen["config"] = cluster_config.kind_config(cluster.plan, tmp_path / "kind")
         raise _Planned
 
-    monkeypatch.setattr(ks.dracpu, "build_image", lambda version: SimpleNamespace(reference="dra:x", archive=None))
+    monkeypatch.setattr(ks.driver_image, "build", lambda manifest: SimpleNamespace(
+        reference="dra:x", archive=None, program="/dracpu", driver_name=manifest.dra_driver, args=()))
     monkeypatch.setattr(ks.nodeimage, "image_exists", lambda image: True)
     monkeypatch.setattr(ks.toolchain, "kind_binary", lambda release: Path("kind"))
     monkeypatch.setattr(ks.toolchain, "kubectl_binary", lambda release: Path("kubectl"))

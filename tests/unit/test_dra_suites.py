@@ -131,8 +131,10 @@ def test_the_run_scratch_dir_is_made_with_the_first_session_and_removed_at_the_e
     from cci_conformance.dra.suite import Sessions
 
     opened = []
-    sessions = Sessions(lambda config: opened.append(config) or FakeDraSession(config.topology, config.profile), DRIVER / "driver.yaml",
-                        "v1.37.2")
+    def opener(config):
+        opened.append(config)
+        return FakeDraSession(config.topology, config.profile)
+    sessions = Sessions(opener, DRIVER / "driver.yaml", "v1.37.2")
     assert sessions._workdir is None  # loading the suites makes nothing
     sessions.get(load_topology("laptop-1s4c-smt2"), api.POLICY_NONE)
     workdir = sessions._workdir

@@ -150,3 +150,23 @@ def test_a_dra_manifest_names_its_module_and_has_no_command(tmp_path):
     assert manifest.dra_module == "github.com/kubernetes-sigs/dra-driver-cpu"
     with pytest.raises(ConfigError, match="no local command"):
         manifest.argv(registry_dir="r", plugin_dir="p", sysfs_root="s", state_dir="d")
+
+
+def test_a_dra_manifest_names_its_driver_and_may_build_from_a_source_tree(tmp_path):
+    from cci_conformance.paths import DRIVERS_DIR
+
+    reference = load_manifest(DRIVERS_DIR / "dra-reference")
+    assert reference.dra_driver == "dra-reference.cci-conformance.example"
+    assert reference.dra_source == (DRIVERS_DIR / "dra-reference").resolve() and reference.dra_args == ()
+    base = "name: d\nprotocol: dra/v1\ncapabilities: []\ndra:\n  module: example.com/d\n"
+    with pytest.raises(ConfigError, match="device_class") as nameless:
+        load_manifest(write(tmp_path, base))
+    assert "required" in str(nameless.value)
+    (tmp_path / "src").mkdir()
+    with pytest.raises(ConfigError, match="dra.source") as not_go:
+        load_manifest(write(tmp_path, base + "  device_class: d.example\n  source: src\n"))
+    assert "go.mod" in str(not_go.value) and str(tmp_path / "src") in str(not_go.value)
+    (tmp_path / "src" / "go.mod").write_text("module example.com/d\n")
+    mutant = load_manifest(write(tmp_path, base + "  device_class: d.example\n  source: src\n"
+                                 "  args: [--mutant=slow-prepare]\n"))
+    assert mutant.dra_source == (tmp_path / "src").resolve() and mutant.dra_args == ("--mutant=slow-prepare",)

@@ -1,0 +1,56 @@
+"""A dra/v1 driver's image is built the way its manifest says, and deployed under its own program and name."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from cci_conformance.dra import driver_image
+from cci_conformance.drivers.manifest import load_manifest
+from cci_conformance.errors import ConfigError
+from cci_conformance.kind import dracpu
+from cci_conformance.kind.dracpu_manifests import DriverDeployment, objects
+from cci_conformance.kind.image import dra_reference_driver
+from cci_conformance.paths import DRIVERS_DIR
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    made = []
+
+    def built(kind):
+        def build(arg):
+            made.append((kind, arg))
+            return SimpleNamespace(reference=f"{kind}:1", archive=None, reused=False)
+        return build
+    monkeypatch.setattr(dra_reference_driver, "build_image", built("source"))
+    monkeypatch.setattr(dracpu, "build_image", built("module"))
+    return made
+
+
+def test_a_source_tree_is_built_from_the_tree_and_a_module_from_its_version(builds):
+    reference = driver_image.build(load_manifest(DRIVERS_DIR / "dra-reference"))
+    cpu = driver_image.build(load_manifest(DRIVERS_DIR / "dra-driver-cpu"))
+    assert builds == [("source", (DRIVERS_DIR / "dra-reference").resolve()), ("module", "v0.2.0")]
+    assert (reference.program, reference.driver_name) == ("/dra-reference", "dra-reference.cci-conformance.example")
+    assert (cpu.program, cpu.driver_name) == ("/dracpu", "dra.cpu")
+
+
+def test_an_unknown_module_without_a_source_tree_is_a_config_error_naming_the_fix(builds, tmp_path):
+    (tmp_path / "driver.yaml").write_text("name: d\nprotocol: dra/v1\ncapabilities: []\nversion: v1.0.0\n"
+                                          "dra: {module: example.com/vendor/driver, device_class: d.example}\n")
+    with pytest.raises(ConfigError, match="dra.source") as caught:
+        driver_image.build(load_manifest(tmp_path))
+    assert "example.com/vendor/driver" in str(caught.value) and not builds
+
+
+def test_the_daemonset_runs_the_drivers_program_and_the_device_class_selects_its_name():
+    plan = DriverDeployment("localhost/x:1", "w1", program="/dra-reference",
+                            driver_name="dra-reference.cci-conformance.example", extra_args=("--mutant=slow-prepare",))
+    made = {o["kind"]: o for o in objects(plan)}
+    command = made["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[0] == "/dra-reference" and command[-1] == "--mutant=slow-prepare"
+    assert made["DeviceClass"]["metadata"]["name"] == plan.driver_name
+    assert made["DeviceClass"]["spec"]["selectors"][0]["cel"]["expression"] == \
+        'device.driver == "dra-reference.cci-conformance.example"'
