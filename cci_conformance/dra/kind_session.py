@@ -11,10 +11,12 @@ from ..drivers.manifest import load_manifest
 from ..kind.cluster import toolchain
 from ..kind.cluster.config import ClusterPlan, NodePlan
 from ..kind.cluster.cpuset_log import Record
+from ..kind.cci.driver_image import file_digest
 from ..kind.cluster.lifecycle import KindCluster, owned_name
 from ..kind.dracpu_manifests import NAMESPACE, DriverDeployment
 from ..kind.dracpu_session import DraCpuSession
 from ..kind.image import nodeimage, versions
+from ..kind.runner import CommandFailed
 from ..node.profile import parse_config
 from ..waiting import wait_for
 from . import driver_image, kubelet_state
@@ -87,7 +89,10 @@ class KindDraSession:
             cluster.delete()
             raise
         session = cls(cluster, inner, config, built.driver_name)
-        session.facts = {"node_image": image, "driver_image": built.reference}  # report.json run.backend_facts
+        # report.json run.backend_facts, in the shape the CCI kind backend gives them (report.schema.json)
+        session.facts = {"node_image": image, "clusters": [name],
+                         "driver_image": {"reference": built.reference, "origin": "go build",
+                                          "archive_sha256": file_digest(built.archive)}}
         return session
 
     # -- pods and claims --------------------------------------------------------------------------
@@ -164,11 +169,19 @@ class KindDraSession:
     def _wait_kubelet(self, old_pid: str) -> None:
         def back() -> bool:
             pid = self._kubelet_pid()
-            healthy = self.inner.node_exec("sh", "-c", "curl -fsS http://127.0.0.1:10248/healthz || true") == "ok"
-            return pid not in ("", "0", old_pid) and healthy
+            return pid not in ("", "0", old_pid) and self._kubelet_healthy()
         wait_for(back, timeout=KUBELET_TIMEOUT_S, interval=1.0, what=f"the kubelet of {self.node} back and healthy")
         # the restarted kubelet re-registers the driver (plugin watcher) before it prepares anything new
         self.inner.wait_slices()
+
+    def _kubelet_healthy(self) -> bool:
+        # through the API server's node proxy (the kubelet's port 10250), as the CCI session asks: the vanilla
+        # node image has no curl, and a kubelet the API server cannot reach is not back for the suites either
+        try:
+            return self.cluster.kubectl("get", "--raw", f"/api/v1/nodes/{self.node}/proxy/healthz",
+                                        timeout=10).strip() == "ok"
+        except CommandFailed:
+            return False  # the proxy answers 5xx while the kubelet starts
 
     def restart_kubelet(self, hard: bool = True) -> None:
         old = self._kubelet_pid()
@@ -225,7 +238,22 @@ class KindDraSession:
         return kubelet_state.metrics(text, self.driver_name)
 
     def collect_evidence(self, dest: Path) -> list[Path]:
+        """Recorder log, kubelet/containerd journals, driver log, the kubelet's two state files, pods and claims."""
         self.inner.save_artifacts(dest)
+        sources = {
+            "dra_manager_state": ("sh", "-c", f"cat {kubelet_state.DRA_STATE_PATH} 2>&1 || true"),
+            "cpu_manager_state": ("sh", "-c", f"cat {kubelet_state.CPU_STATE_PATH} 2>&1 || true"),
+        }
+        for name, argv in sources.items():
+            try:
+                (dest / name).write_text(self.inner.node_exec(*argv))
+            except CommandFailed as exc:
+                (dest / name).write_text(str(exc))
+        try:
+            (dest / "pods-and-claims.yaml").write_text(self.cluster.kubectl(
+                "get", "pods,resourceclaims", "-n", POD_NS, "-o", "yaml", timeout=120))
+        except CommandFailed as exc:
+            (dest / "pods-and-claims.yaml").write_text(str(exc))
         return sorted(dest.iterdir())
 
     def close(self) -> None:

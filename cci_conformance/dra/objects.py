@@ -5,6 +5,12 @@ from __future__ import annotations
 from .api import ClaimSpec, PodSpec
 
 NAMESPACE = "default"
+# Not 0: a pod whose grace period is 0 is removed from the API server at once, while the kubelet still stops its
+# containers and has not unprepared its claims (it does that before it reports the pod stopped). The claim is then
+# deallocated and its CPUs given to the next claim while the old container still runs on them, and a driver that
+# refuses the overlap is blamed for the harness's haste (LAT-601 measured 89 s pod starts so). With a grace period
+# the object stays until the kubelet confirms; pause exits on SIGTERM, so this costs no wait.
+TERMINATION_GRACE_S = 5
 
 
 def _request(claim: ClaimSpec, driver: str) -> dict:
@@ -47,7 +53,7 @@ def pod_objects(pod: PodSpec, node: str, image: str, driver: str) -> list[dict]:
             entry["resources"] = resources
         containers.append(entry)
     spec: dict = {"nodeSelector": {"kubernetes.io/hostname": node}, "containers": containers,
-                  "terminationGracePeriodSeconds": 0, "restartPolicy": pod.restart}
+                  "terminationGracePeriodSeconds": TERMINATION_GRACE_S, "restartPolicy": pod.restart}
     if refs:
         spec["resourceClaims"] = refs
     if pod.hold_init:

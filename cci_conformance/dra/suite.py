@@ -48,7 +48,10 @@ class Sessions:
             try:
                 self._open[key] = self.opener(config)
                 for name, value in getattr(self._open[key], "facts", {}).items():  # node image, driver image
-                    self.facts.setdefault(name, value)
+                    if isinstance(value, list):  # the clusters: every session's
+                        self.facts[name] = [*self.facts.get(name, []), *value]
+                    else:
+                        self.facts.setdefault(name, value)
             except Exception as exc:  # a node that never came up: every test on it errors with this (untested)
                 self._open[key] = exc
         found = self._open[key]

@@ -99,3 +99,27 @@ def test_the_static_profile_reserves_its_cpus_on_the_workers_kubelet_with_the_v1
     assert "kubeadm.k8s.io/v1beta4" in patch  # kubeadm 1.37 reads no v1beta3
     assert "value: static" in patch and "value: 0,16" in patch
     assert {m["containerPath"] for m in worker["extraMounts"]} >= {"/sys/devices/system/cpu", "/proc/cpuinfo"}
+
+
+def test_the_restarted_kubelet_is_healthy_when_the_api_servers_node_proxy_says_so(monkeypatch):
+    # the vanilla node image has no curl: the kubelet's /healthz is asked through the API server (port 10250)
+    rec, pids = _Recorder(), iter(["41", "57"])
+    asked = []
+
+    def kubectl(*args, **kwargs):
+        asked.append(args)
+        return "ok"
+    session = KindDraSession(SimpleNamespace(kubectl=kubectl),
+                             SimpleNamespace(node="w1", node_exec=lambda *a, **k: next(pids), wait_slices=lambda: None),
+                             SimpleNamespace(topology=None, profile=None), "dra.cpu")
+    session._wait_kubelet("41")
+    assert asked == [("get", "--raw", "/api/v1/nodes/w1/proxy/healthz")]
+
+
+def test_a_pod_is_stopped_by_the_kubelet_before_the_api_server_forgets_it():
+    """Grace 0 removes the pod object at once: its claim was reallocated while its container still ran there."""
+    from cci_conformance.dra.api import PodSpec
+    from cci_conformance.dra.objects import pod_objects
+
+    pod = next(o for o in pod_objects(PodSpec.claimed("p", 2), "w", "pause:1", "dra.example") if o["kind"] == "Pod")
+    assert pod["spec"]["terminationGracePeriodSeconds"] >= 1
