@@ -44,6 +44,7 @@ FAULTS = {
     "wrong-count": "a claim gets one CPU fewer than asked for",
     "empty-the-pool": "a claim of every CPU left runs, leaving shared containers none (upstream #295)",
     "ignore-static-pins": "a claim runs on CPUs the kubelet's static policy pinned to a Guaranteed pod (#134)",
+    "release-on-stop": "a stopped claimed container's CPUs go to the shared pool until it is back (upstream #235)",
 }
 BUCKETS = (0.1, 0.1536, 0.2354, 0.3608, 0.5530, 0.8475, 1.2988, 1.9905)
 
@@ -325,8 +326,15 @@ class FakeDraSession:
         p = self._pods[pod]
         old = p.containers[container]
         cid = f"{next(self._ids):064x}"
+        if "release-on-stop" in self.faults and p.claims:
+            lent = self._cpus_for(p, container) or frozenset()
+            for other in self._pods.values():
+                for state in other.containers.values():
+                    if not other.claims and state.running:
+                        self._record("update", state.container_id, self._pool() | lent, other.spec.name, state.name)
         p.containers[container] = ContainerState(container, cid, True, old.restart_count + 1)
         self._record("create", cid, self._cpus_for(p, container), pod, container)
+        self._update_shared()  # the restarted container's create takes its claim back from the pool
 
     def effective_cpus(self, pod: str, container: str) -> CPUs:
         raise NotImplementedError("the fake node has no cgroups (cpuset-effective)")

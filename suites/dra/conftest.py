@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cci_conformance.certify.settings import load_topology
-from cci_conformance.certify.stash import SETTINGS, suite_facts
+from cci_conformance.certify.stash import SETTINGS, sessions_used, suite_facts
 from cci_conformance.dra import api
 from cci_conformance.dra.suite import DEFAULT_KUBERNETES, OPENER, Sessions, kind_opener
 from cci_conformance.kind.image import versions
@@ -96,6 +96,7 @@ def dra(request, dra_topology, pytestconfig):
     profile = PROFILES[marker.args[0] if marker else "none"]
     session = pytestconfig.stash[SESSIONS].get(dra_topology, profile)
     tracked = Node(session)  # deletes what the test made, newest first, whatever it asserted
+    sessions_used(request.node).append(session)  # a failure copies its logs and state files into evidence/
     request.node.user_properties.append(("dra_kubernetes", pytestconfig.stash[SESSIONS].kubernetes))
     yield tracked
     tracked.cleanup()

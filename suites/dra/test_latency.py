@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from cci_conformance.dra.api import PodSpec
@@ -13,15 +15,18 @@ POD_START_P99_S = 5.0  # pod startup SLO (sig-scalability pod_startup_latency.md
 
 
 @pytest.mark.requirement("LAT-601")
-def test_node_prepare_p99_within_budget(dra):
+def test_node_prepare_p99_within_budget(dra, record_figure):
     """NodePrepareResources MUST answer within 100 ms at p99 over at least 100 preparations (kubelet histogram),
     and claimed pods MUST start within 5 s at p99."""
     dra.require("metrics")
     before = dra.metrics().node_prepare
-    starts = []
+    starts, slow = [], []
     for i in range(MIN_PREPARATIONS):
         pod = dra.create_pod(PodSpec.claimed(f"lat-{i}", 1))
         starts.append(pod.scheduled_to_ready_s)
+        if pod.scheduled_to_ready_s is not None and pod.scheduled_to_ready_s > POD_START_P99_S and len(slow) < 2:
+            # why it was slow, in the kubelet's words (e.g. a FailedPrepareDynamicResources retried with backoff)
+            slow.append(f"{pod.name} {pod.scheduled_to_ready_s} s: {'; '.join(pod.events[:3])}")
         dra.delete_pod(pod.name)
     calls = dra.metrics().node_prepare.minus(before)
     if calls.count < MIN_PREPARATIONS:
@@ -29,7 +34,15 @@ def test_node_prepare_p99_within_budget(dra):
     p50, p99 = calls.quantile_bound(0.5), calls.quantile_bound(0.99)
     timed = sorted(s for s in starts if s is not None)
     start_p99 = timed[int(0.99 * (len(timed) - 1))] if timed else None
+    # the histogram gives bucket bounds, not values: "p99 <= 0.1 s" is what the kubelet's own buckets can say
+    mean = calls.total / calls.count if calls.count else None
+    for name, value, budget in (("node_prepare_mean", mean, None), ("node_prepare_p50_le", p50, None),
+                                ("node_prepare_p99_le", p99, PREPARE_P99_S),
+                                ("claimed_pod_start_p99", start_p99, POD_START_P99_S)):
+        if value is not None and math.isfinite(value):
+            record_figure(name, value, "s", budget=budget, samples=timed if name.startswith("claimed") else None)
+    record_figure("node_prepare_calls", calls.count)
     assert p99 is not None and p99 <= PREPARE_P99_S, \
         f"NodePrepareResources p50 <= {p50} s, p99 <= {p99} s over {calls.count} calls (budget {PREPARE_P99_S} s)"
     assert start_p99 is not None and start_p99 <= POD_START_P99_S, \
-        f"claimed pod start p99 {start_p99} s over {len(timed)} pods (SLO {POD_START_P99_S} s)"
+        f"claimed pod start p99 {start_p99} s over {len(timed)} pods (SLO {POD_START_P99_S} s); first over the SLO: {slow}"

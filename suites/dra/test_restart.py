@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cci_conformance.dra.api import PodSpec
-from cci_conformance.dra.checks import claim_cpus, creates, current_cpus, fmt, pool_problems, settled
+from cci_conformance.dra.checks import claim_cpus, creates, current_cpus, fmt, overlaps_over_time, pool_problems, settled
 from cci_conformance.waiting import WaitTimeout, wait_for
 
 
@@ -118,13 +118,22 @@ def test_pod_created_while_driver_is_away_waits_or_gets_the_pool(dra):
 
 @pytest.mark.requirement("RESTART-605")
 def test_restarted_container_comes_back_on_its_claim(dra):
-    """A claimed container killed and restarted by the kubelet MUST come back on exactly its claim's CPUs."""
+    """A claimed container killed and restarted by the kubelet MUST come back on exactly its claim's CPUs, and no
+    shared container MUST be given them while it is down (its claim stays prepared until the pod goes)."""
     dra.require("container-restart")
+    dra.create_pod(PodSpec.shared("cr-shared"))
     held = dra.create_pod(PodSpec.claimed("cr-held", dra.topology.threads_per_core))
     cpus = claim_cpus(dra, held)
+    start = len(dra.cpuset_records())
     dra.stop_container("cr-held", "c0")
     wait_for(lambda: dra.pod("cr-held").container("c0").restart_count >= 1 and dra.pod("cr-held").running,
              timeout=120, interval=1.0, what="cr-held/c0 restarted")
     now = dra.pod("cr-held").container("c0")
-    have = current_cpus(dra.cpuset_records(), now.container_id)
+    records = dra.cpuset_records()
+    have = current_cpus(records, now.container_id)
+    # a driver that releases the claim when its container stops (dra-driver-cpu #235) widens the shared
+    # containers onto it until the container is back: every update of that window counts
+    shared = {("cr-shared", c.name) for c in dra.pod("cr-shared").containers}
+    lent = overlaps_over_time(records[start:], {("cr-held", "c0"): cpus}, among=shared)
     assert have == cpus, f"cr-held/c0 came back on {fmt(have)}, its claim is {fmt(cpus)}"
+    assert not lent, f"while cr-held/c0 ({fmt(cpus)}) was down: " + "; ".join(lent)

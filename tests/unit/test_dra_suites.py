@@ -58,6 +58,10 @@ class FakeOpener:
         session = FakeDraSession(config.topology, config.profile, self.faults)
         if self.features is not None:
             session.features = frozenset(self.features)
+        # what a kind session reports, in report.json's shape (run.backend_facts)
+        session.facts = {"node_image": "img", "clusters": [f"c{len(self.opened)}"],
+                         "driver_image": {"reference": "dra:x", "origin": "go build",
+                                          "archive_sha256": "sha256:" + "0" * 64}}
         self.opened.append(session)
         return session
 
@@ -85,7 +89,14 @@ def test_a_correct_node_passes_every_requirement_with_one_closed_session_per_mac
     assert sorted((s.topology.name, s.profile.name) for s in opener.opened) == \
         sorted((t, p) for t in TOPOLOGIES for p in ("none", "static-reserved"))
     assert all(not s._pods for s in opener.opened)
-    assert report["run"]["backend_facts"]["kubernetes"] == "v1.37.2"  # the release the nodes ran, by default
+    facts = report["run"]["backend_facts"]
+    assert facts["kubernetes"] == "v1.37.2"  # the release the nodes ran, by default
+    assert facts["clusters"] == [f"c{n}" for n in range(len(opener.opened))]  # every session's, not the first's
+    assert report["errors"] == []  # the report, facts included, is what report.schema.json says
+    lat = next(r for r in report["requirements"] if r["id"] == "LAT-601")
+    names = {(f["name"], f.get("topology")) for f in lat["figures"]}
+    assert {(n, t) for n in ("node_prepare_p99_le", "claimed_pod_start_p99", "node_prepare_calls")
+            for t in TOPOLOGIES} <= names, names
 
 
 @pytest.mark.parametrize(("fault", "fails"), [
@@ -94,16 +105,18 @@ def test_a_correct_node_passes_every_requirement_with_one_closed_session_per_mac
     # the rest reads the allocation it got, which is consistent; but a pod claiming every CPU left now runs (on
     # one CPU fewer a claim), which ACCT-602 refuses
     ("wrong-count", {"CLAIM-601", "CLAIM-603", "ACCT-602"}),
-    ("shared-overlaps", {"ACCT-601", "RESTART-601", "RESTART-603", "RESTART-604"}),
+    ("shared-overlaps", {"ACCT-601", "RESTART-601", "RESTART-603", "RESTART-604", "RESTART-605"}),
     ("starve-shared", {"ACCT-601", "RESTART-601", "RESTART-602", "RESTART-603", "RESTART-604"}),
     ("share-claim-across-pods", {"CLAIM-606"}),
-    ("forget-on-driver-restart", {"RESTART-603", "RESTART-604"}),  # a stopped driver starts afresh too
+    # a stopped driver starts afresh too; the CPUs it forgot stay in the pool, over the later claim of RESTART-605
+    ("forget-on-driver-restart", {"RESTART-603", "RESTART-604", "RESTART-605"}),
     ("reprepare-on-kubelet-restart", {"RESTART-601"}),
     # the leaked CPUs stay out of the pool for the rest of the run: the later pool checks see them too
     ("leak-on-delete", {"RESTART-602", "RESTART-603", "RESTART-604"}),
     ("slow-prepare", {"LAT-601"}),
     ("empty-the-pool", {"ACCT-602"}),
     ("ignore-static-pins", {"ACCT-603"}),
+    ("release-on-stop", {"RESTART-605"}),
     ("publish-reserved", set()),  # policy none reserves nothing: REG-601 cannot tell (the static profile can)
 ])
 def test_each_broken_rule_fails_its_requirement(pytester, fault, fails):
@@ -112,6 +125,9 @@ def test_each_broken_rule_fails_its_requirement(pytester, fault, fails):
     got = statuses(report)
     assert {r for r, s in got.items() if s == "fail"} == fails, got
     assert {r for r, s in got.items() if s != "fail"} == ALL - fails and set(got.values()) <= {"pass", "fail"}
+    failed = [t for r in report["requirements"] for t in r["tests"] if t["outcome"] == "failed"]
+    # each failure carries what its node held then (a kind node: logs, journals, the kubelet's state files)
+    assert all(any(p.endswith("fake-records.txt") for p in t.get("evidence", [])) for t in failed), failed
 
 
 def test_a_missing_hook_leaves_its_requirement_untested_never_passed(pytester):
