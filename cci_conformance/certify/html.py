@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from html import escape
 
-from .summary import status_text, verdict_label
+from .summary import node_line, status_text, verdict_label
 from .svg import growth_curve, histogram
 
 CSS = """
@@ -34,7 +34,7 @@ def _run_table(run: dict) -> str:
         ("manifest", f"{driver['manifest']} (sha256 {driver.get('manifest_sha256') or '?'})"),
         ("what ran", f"{digest.get('of', '?')} sha256 {digest.get('value', '?')} ({digest.get('files', '?')} files)"),
         ("topologies", ", ".join(f"{t['name']} ({t.get('cpus', '?')} CPUs)" for t in run["topologies"])),
-        ("backend / node profile", f"{run['backend']} / {run['node_profile']} ({run.get('node_mode') or '?'} mode)"),
+        ("backend / node", f"{run['backend']} / {node_line(run)}"),
         ("latency profile", (run["profile"] or {}).get("name", "?")),
         ("harness", run["harness_version"]),
         ("started / finished", f"{run['started']} / {run['finished'] or 'not finished'} ({run['duration_s']} s)"),

@@ -89,7 +89,7 @@ def summary_lines(report: dict, report_dir: Path | None) -> list[str]:
     ident = f"; {digest['of']} sha256 {digest['value'][:16]}…" if digest.get("value") else ""
     lines = [f"driver {driver['name']}{version} (capabilities: {', '.join(driver['capabilities']) or 'none'}{ident})",
              f"topologies {', '.join(t['name'] for t in run['topologies'])}; backend {run['backend']}; "
-             f"node profile {run['node_profile']} ({run.get('node_mode') or '?'} mode); "
+             f"{node_line(run)}; "
              f"latency profile {(run['profile'] or {}).get('name', '?')}", ""]
     header = f"{'area':<14}{'pass':>6}{'fail':>6}{'n/a':>6}{'untested':>10}"
     lines += [header, "-" * len(header)]
@@ -140,3 +140,12 @@ def summary_lines(report: dict, report_dir: Path | None) -> list[str]:
         lines.append(f"html:    {Path(report_dir) / bundle.REPORT_HTML}")
         lines.append(f"junit:   {Path(report_dir) / bundle.JUNIT_XML}")
     return lines
+
+
+def node_line(run: dict) -> str:
+    """The node the run certified on: a DRA run's Kubernetes release and node image, else the CCI node's mode."""
+    facts = run.get("backend_facts") or {}
+    if facts.get("kubernetes"):  # the DRA suites: a vanilla kubelet, its CPU manager profiles per test
+        image = f", node image {facts['node_image']}" if facts.get("node_image") else ""
+        return f"Kubernetes {facts['kubernetes']} (vanilla kubelet{image}), node profile {run['node_profile']}"
+    return f"node profile {run['node_profile']} ({run.get('node_mode') or '?'} mode)"

@@ -1,0 +1,18 @@
+"""The node line of the summary and the HTML page: what a DRA certificate names is the kubelet it ran on."""
+
+from __future__ import annotations
+
+from cci_conformance.certify.summary import node_line
+
+
+def test_a_dra_run_names_its_kubernetes_release_and_node_image_not_a_cci_mode():
+    run = {"node_profile": "suites/dra/node-none.yaml", "node_mode": "alpha",
+           "backend_facts": {"kubernetes": "v1.37.2", "node_image": "cci-conformance/kind-node:v1.37.2"}}
+    line = node_line(run)
+    assert "Kubernetes v1.37.2 (vanilla kubelet, node image cci-conformance/kind-node:v1.37.2)" in line
+    assert "alpha" not in line
+
+
+def test_a_cci_run_names_its_node_profile_and_mode():
+    assert node_line({"node_profile": "coexistence.yaml", "node_mode": "coexistence", "backend_facts": {}}) == \
+        "node profile coexistence.yaml (coexistence mode)"
