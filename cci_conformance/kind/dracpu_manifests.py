@@ -90,6 +90,10 @@ def _volumes(plan: DriverDeployment) -> list[tuple[dict, dict]]:
         _host_dir("nri", "/var/run/nri", "/var/run/nri"),
         # CDI specs the driver writes so the runtime injects DRA_CPUSET_<claim> into claimed containers.
         _host_dir("cdi", "/var/run/cdi", "/var/run/cdi", create=True),
+        # The kubelet's state dir, read-only below HOST_ROOT as sysfs is: cpu_manager_state names the CPUs its
+        # static policy pinned, which a driver must not grant again (ACCT-603; our reference reads it). The
+        # directory, not the file: the kubelet replaces the file by a rename, which a file bind mount never sees.
+        _host_dir("kubelet-state", "/var/lib/kubelet", posixpath.join(HOST_ROOT, "var/lib/kubelet"), read_only=True),
     ]
     # The faked machine: on a kind worker of ours, the rendered tree is bind-mounted over the node's
     # /sys/devices/system/{cpu,node} (docs/kind.md "Clusters"); show exactly those under HOST_ROOT.

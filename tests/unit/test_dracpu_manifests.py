@@ -58,6 +58,15 @@ def test_kubelet_nri_and_cdi_dirs_are_the_nodes():
     assert len(names) == len(set(names))
 
 
+def test_the_kubelets_state_dir_is_shown_read_only_below_host_root():
+    ds = m.daemonset(_plan())
+    volumes = {v["name"]: v["hostPath"] for v in ds["spec"]["template"]["spec"]["volumes"]}
+    state = next(mt for mt in _container(ds)["volumeMounts"] if mt["mountPath"] == "/host/var/lib/kubelet")
+    # the directory: the kubelet renames a new cpu_manager_state over the old one, which a file mount would miss
+    assert volumes[state["name"]] == {"path": "/var/lib/kubelet", "type": "Directory"}
+    assert state["readOnly"] is True
+
+
 def test_flags_image_and_placement():
     ds = m.daemonset(_plan(reserved_cpus=frozenset({0, 1, 2, 8})))
     container = _container(ds)
