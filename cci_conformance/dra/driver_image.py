@@ -26,16 +26,17 @@ class DraDriverImage:
 def build(manifest: DriverManifest) -> DraDriverImage:
     """Build (or take from the cache) the image ``manifest`` describes; ConfigError names what cannot be built.
 
-    ``dra.source``: the Go module in that folder, its main package at its root, one static binary on an empty
-    layer (our reference driver, or a vendor's tree laid out so). Else ``dra.module`` at ``version`` from the
+    ``dra.source``: the Go module in that folder, its main package ``dra.main`` (default its root), one static
+    binary on an empty layer (our reference driver, a vendor's tree, an upstream checkout). Else ``dra.module`` at ``version`` from the
     module proxy, which the harness knows how to build for dra-driver-cpu only (its main package is cmd/dracpu).
     """
     if manifest.dra_source is not None:
         from ..kind.image import dra_reference_driver  # Go and the build cache only when a node is opened
 
-        built = dra_reference_driver.build_image(manifest.dra_source)
-        return DraDriverImage(built.reference, built.archive, f"/{dra_reference_driver.BINARY}", manifest.dra_driver,
-                              manifest.dra_args, built.reused)
+        built = dra_reference_driver.build_image(manifest.dra_source, manifest.dra_main)
+        program = "/" + dra_reference_driver.program_name(manifest.dra_source, manifest.dra_main)
+        return DraDriverImage(built.reference, built.archive, program, manifest.dra_driver, manifest.dra_args,
+                              built.reused)
     if manifest.dra_module != DRA_DRIVER_CPU:
         raise ConfigError(f"the harness builds {DRA_DRIVER_CPU} from the module proxy, not {manifest.dra_module}",
                           file=str(manifest.path), field="dra.source",

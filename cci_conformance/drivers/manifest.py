@@ -56,6 +56,7 @@ class DriverManifest:
     dra_driver: str = ""  # protocol dra/v1: its DRA driver name (dra.device_class)
     dra_source: Path | None = None  # protocol dra/v1: a local Go source tree built instead of the module's copy
     dra_args: tuple[str, ...] = ()  # protocol dra/v1: extra flags of its program
+    dra_main: str = "."  # protocol dra/v1: the main package inside dra_source (go build's path)
 
     @property
     def is_dra(self) -> bool:
@@ -171,7 +172,16 @@ def parse_manifest(data: object, path: Path) -> DriverManifest:
         dra_driver=data.get("dra", {}).get("device_class", ""),
         dra_source=_source_tree(data.get("dra", {}).get("source"), path, file),
         dra_args=tuple(data.get("dra", {}).get("args", ())),
+        dra_main=_main_package(data.get("dra", {}), file),
     )
+
+
+def _main_package(dra: dict, file: str) -> str:
+    """dra.main: a package path inside dra.source; without a source tree there is nothing to name."""
+    if "main" in dra and "source" not in dra:
+        raise ConfigError("dra.main names a package of the source tree, and there is no dra.source", file=file,
+                          field="dra.main", fix="add dra.source (the folder of the driver's go.mod) or drop dra.main")
+    return dra.get("main", ".")
 
 
 def _source_tree(source: str | None, manifest: Path, file: str) -> Path | None:

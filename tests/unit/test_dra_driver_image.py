@@ -20,8 +20,8 @@ def builds(monkeypatch):
     made = []
 
     def built(kind):
-        def build(arg):
-            made.append((kind, arg))
+        def build(*args):
+            made.append((kind, *args))
             return SimpleNamespace(reference=f"{kind}:1", archive=None, reused=False)
         return build
     monkeypatch.setattr(dra_reference_driver, "build_image", built("source"))
@@ -32,7 +32,7 @@ def builds(monkeypatch):
 def test_a_source_tree_is_built_from_the_tree_and_a_module_from_its_version(builds):
     reference = driver_image.build(load_manifest(DRIVERS_DIR / "dra-reference"))
     cpu = driver_image.build(load_manifest(DRIVERS_DIR / "dra-driver-cpu"))
-    assert builds == [("source", (DRIVERS_DIR / "dra-reference").resolve()), ("module", "v0.2.0")]
+    assert builds == [("source", (DRIVERS_DIR / "dra-reference").resolve(), "."), ("module", "v0.2.0")]
     assert (reference.program, reference.driver_name) == ("/dra-reference", "dra-reference.cci-conformance.example")
     assert (cpu.program, cpu.driver_name) == ("/dracpu", "dra.cpu")
 
@@ -54,3 +54,24 @@ def test_the_daemonset_runs_the_drivers_program_and_the_device_class_selects_its
     assert made["DeviceClass"]["metadata"]["name"] == plan.driver_name
     assert made["DeviceClass"]["spec"]["selectors"][0]["cel"]["expression"] == \
         'device.driver == "dra-reference.cci-conformance.example"'
+
+
+def test_a_source_trees_main_package_names_the_program(builds, tmp_path):
+    # an upstream checkout (dra-driver-cpu keeps its main package in cmd/dracpu) under a name of its own
+    tree = tmp_path / "checkout"
+    (tree / "cmd" / "dracpu").mkdir(parents=True)
+    (tree / "go.mod").write_text("module example.com/d\n")
+    (tmp_path / "driver.yaml").write_text("name: d\nprotocol: dra/v1\ncapabilities: []\n"
+                                          "dra: {module: example.com/d, device_class: dra.cpu, source: checkout, "
+                                          "main: ./cmd/dracpu}\n")
+    built = driver_image.build(load_manifest(tmp_path))
+    assert builds == [("source", tree.resolve(), "./cmd/dracpu")]
+    assert built.program == "/dracpu" and built.driver_name == "dra.cpu"
+
+
+def test_a_main_package_without_a_source_tree_is_a_config_error(tmp_path):
+    (tmp_path / "driver.yaml").write_text("name: d\nprotocol: dra/v1\ncapabilities: []\nversion: v1.0.0\n"
+                                          "dra: {module: example.com/d, device_class: d.example, main: ./cmd/d}\n")
+    with pytest.raises(ConfigError, match="dra.source") as caught:
+        load_manifest(tmp_path)
+    assert caught.value.field == "dra.main"

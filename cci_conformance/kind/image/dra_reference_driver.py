@@ -1,4 +1,4 @@
-"""Build our reference DRA CPU driver into a single-layer image archive, offline and cached by its sources."""
+"""Build a DRA driver's Go source tree (ours by default) into a single-layer image archive, offline, cached by its sources."""
 
 from __future__ import annotations
 
@@ -28,30 +28,39 @@ def _inputs(source: Path) -> tuple:
     return module_files(source), gobuild.go_version(), recipe
 
 
-def image_spec(binary: Path, tag: str) -> ImageSpec:
+def program_name(source: Path, main: str = ".") -> str:
+    """The executable's name in the image: the main package's folder (dra-reference, or dracpu for ./cmd/dracpu)."""
+    return source.name if main.strip("./") == "" else main.rstrip("/").rsplit("/", 1)[-1]
+
+
+def image_spec(binary: Path, tag: str, repository: str = IMAGE_REPOSITORY) -> ImageSpec:
     """The binary alone (CGO_ENABLED=0: no libc); sysfs, sockets, CDI and state dirs come from the mounts."""
-    return ImageSpec(reference=f"{IMAGE_REPOSITORY}:{tag}", files={f"/{BINARY}": binary},
-                     entrypoint=[f"/{BINARY}"])
+    return ImageSpec(reference=f"{repository}:{tag}", files={f"/{binary.name}": binary},
+                     entrypoint=[f"/{binary.name}"])
 
 
 @exclusive
-def build_image(source: Path = DRIVER_SOURCE) -> BuiltDriverImage:
-    """Build (or reuse) the driver binary and its image archive; any change to its Go sources rebuilds."""
+def build_image(source: Path = DRIVER_SOURCE, main: str = ".") -> BuiltDriverImage:
+    """Build (or reuse) the binary of ``main`` in the Go module at ``source`` and its image archive; any change to
+    the module's Go sources rebuilds. Another tree than ours gets an image repository named after its folder."""
     started = time.monotonic()
     files, go_version, recipe = _inputs(source)
-    step = Step("dra-reference-image", files, go_version, recipe)
-    spec = image_spec(step.dir / "bin" / BINARY, step.key)
-    archive = step.dir / f"{BINARY}.oci.tar"
+    name = program_name(source, main)
+    step = Step("dra-reference-image", files, go_version, recipe, main)
+    repository = IMAGE_REPOSITORY if source.resolve() == DRIVER_SOURCE.resolve() else \
+        f"localhost/cci-conformance/dra-source-{source.name.lower()}"
+    spec = image_spec(step.dir / "bin" / name, step.key, repository)
+    archive = step.dir / f"{name}.oci.tar"
     if step.done:
-        return BuiltDriverImage(spec.reference, archive, step.dir / "bin" / BINARY, time.monotonic() - started, True)
+        return BuiltDriverImage(spec.reference, archive, step.dir / "bin" / name, time.monotonic() - started, True)
     work = step.prepare()
     log = work / "build.log"
-    say(f"building the reference DRA CPU driver image (log: {log})")
-    # A copy of the sources, so -mod=mod never touches the repository's go.mod/go.sum.
+    say(f"building the DRA driver image of {source.name} ({main}) (log: {log})")
+    # A copy of the sources, so -mod=mod never touches the tree's go.mod/go.sum.
     lay_files(files, work / "src")
-    binary = work / "bin" / BINARY
+    binary = work / "bin" / name
     binary.parent.mkdir(exist_ok=True)
-    run(["go", "build", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w", "-o", str(binary), "."],
+    run(["go", "build", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w", "-o", str(binary), main],
         timeout=gobuild.BUILD_TIMEOUT_S, env=gobuild.go_env(), cwd=work / "src", log=log, nice=True)
     if not gobuild.executable(binary):
         raise CommandFailed(f"the driver build finished without an executable {binary} (log: {log})")
