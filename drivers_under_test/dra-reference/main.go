@@ -21,6 +21,7 @@ import (
 
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/checkpoint"
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/devices"
+	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/kubeletstate"
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/kubeplugin"
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/mutant"
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/nriplugin"
@@ -34,7 +35,12 @@ const DefaultDriverName = "dra-reference.cci-conformance.example"
 type config struct {
 	driverName, mode, groupBy, reserved, nodeName, bind, hostRoot            string
 	stateDir, cdiDir, nriSocket, registryDir, pluginsDir, kubeconfig, mutant string
+	kubeletState                                                             string // "" : the kubelet's pins are ignored
 }
+
+// kubeletStatePoll is how often the kubelet's CPU manager checkpoint is re-read: a Guaranteed pod
+// admitted beside running shared containers takes CPUs of their pool, and they must move off them.
+const kubeletStatePoll = 2 * time.Second
 
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("dra-reference", flag.ContinueOnError)
@@ -53,6 +59,8 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.registryDir, "kubelet-registry-dir", kubeletplugin.KubeletRegistryDir, "the kubelet's plugin registration directory")
 	fs.StringVar(&c.pluginsDir, "kubelet-plugins-dir", kubeletplugin.KubeletPluginsDir, "the kubelet's plugin directory")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file (default: the in-cluster service account)")
+	fs.StringVar(&c.kubeletState, "kubelet-cpu-state", "", "the kubelet's CPU manager checkpoint, whose static-policy pins "+
+		"are never handed out (default <host-root>/"+kubeletstate.RelPath+"; an empty value ignores the pins)")
 	fs.StringVar(&c.mutant, "mutant", "", "test only: break one rule on purpose (README \"Mutants\")")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -72,6 +80,12 @@ func parseFlags(args []string) (config, error) {
 	}
 	if c.hostRoot == "" {
 		c.hostRoot = "/"
+	}
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "kubelet-cpu-state" })
+	if !explicit {
+		// Below the host root, as sysfs: the DaemonSet mounts the node's /var/lib/kubelet there.
+		c.kubeletState = filepath.Join(c.hostRoot, kubeletstate.RelPath)
 	}
 	if c.stateDir == "" {
 		c.stateDir = filepath.Join(c.pluginsDir, c.driverName)
@@ -116,8 +130,12 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
+	if c.kubeletState != "" {
+		engine.SetKubeletState(&kubeletstate.File{Path: c.kubeletState})
+	}
 	klog.InfoS("starting", "driver", c.driverName, "node", c.nodeName, "mode", c.mode, "online", machine.Online.String(),
-		"reserved", reserved.String(), "devices", len(devs), "claimsRestored", len(engine.Claims()))
+		"reserved", reserved.String(), "devices", len(devs), "claimsRestored", len(engine.Claims()),
+		"kubeletCPUState", c.kubeletState)
 
 	restCfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
 	if err != nil {
@@ -148,6 +166,18 @@ func serve(ctx context.Context, c config, client kubernetes.Interface,
 		Fatal: func(err error) { cancel(err) }}
 	// NRI first: claimed containers can only be created once the plugin pins them.
 	go nri.Run(ctx, c.nriSocket, "dra-reference", "10")
+	go func() {
+		tick := time.NewTicker(kubeletStatePoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				engine.RefreshKubeletPins() // a no-op when the pins are ignored
+			}
+		}
+	}()
 	helper, err := kubeletplugin.Start(ctx, plugin,
 		kubeletplugin.DriverName(c.driverName), kubeletplugin.NodeName(c.nodeName), kubeletplugin.KubeClient(client),
 		kubeletplugin.RegistrarDirectoryPath(c.registryDir),

@@ -16,8 +16,25 @@ func TestDeploymentFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.mode != "grouped" || c.nodeName != "w1" || c.reserved != "0-1" || c.hostRoot != "/host" || c.bind != ":8081" ||
-		c.stateDir != "/var/lib/kubelet/plugins/"+DefaultDriverName {
+		c.stateDir != "/var/lib/kubelet/plugins/"+DefaultDriverName || c.kubeletState != "/host/var/lib/kubelet/cpu_manager_state" {
 		t.Errorf("config %+v", c)
+	}
+}
+
+// The kubelet's checkpoint is found below the host root as sysfs is; an explicit empty value ignores it.
+func TestKubeletCPUStateFlag(t *testing.T) {
+	t.Setenv("HOST_ROOT", "")
+	for args, want := range map[string]string{
+		"":                                       "/var/lib/kubelet/cpu_manager_state",
+		"--host-root=/node":                      "/node/var/lib/kubelet/cpu_manager_state",
+		"--kubelet-cpu-state=":                   "",
+		"--kubelet-cpu-state=/x/state":           "/x/state",
+		"--host-root=/node --kubelet-cpu-state=": "",
+	} {
+		c, err := parseFlags(strings.Fields(args))
+		if err != nil || c.kubeletState != want {
+			t.Errorf("%q: kubelet state %q (%v), want %q", args, c.kubeletState, err, want)
+		}
 	}
 }
 
@@ -33,8 +50,8 @@ func TestRepeatedProgramNameIsAnError(t *testing.T) {
 }
 
 func TestMutantNames(t *testing.T) {
-	if len(mutant.All()) != 10 {
-		t.Errorf("%d mutants, want the ten of issue 25", len(mutant.All()))
+	if len(mutant.All()) != 11 {
+		t.Errorf("%d mutants, want the ten of issue 25 and ignores-kubelet-pins", len(mutant.All()))
 	}
 	for _, name := range mutant.All() {
 		if m, err := mutant.Parse(name); err != nil || string(m) != name {

@@ -20,6 +20,7 @@ import (
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/cdi"
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/checkpoint"
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/fixture"
+	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/kubeletstate"
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/kubeplugin"
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/mutant"
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/pinning"
@@ -171,5 +172,28 @@ func TestMutantSlowPrepare(t *testing.T) {
 	prepare(t, fast, claim("u", cpuDev("1")))
 	if took := time.Since(start); took > 100*time.Millisecond {
 		t.Errorf("the driver took %s to prepare one claim, over the 100 ms budget", took)
+	}
+}
+
+// Beside a static-policy kubelet, a claim allocated CPUs the kubelet pinned to a Guaranteed pod is that
+// claim's error (the pod's event): it names the policy, the CPUs, the pinned container and the file.
+func TestClaimOnKubeletPinnedCPUsIsThatClaimsError(t *testing.T) {
+	p := newPlugin(t, "laptop-1s4c-smt2", mutant.None)
+	state := filepath.Join(t.TempDir(), "cpu_manager_state")
+	fixture.WriteCPUManagerState(t, state, "static", "0,3-4,7", map[string]map[string]string{"pod-g": {"c0": "1,5"}})
+	p.Engine.SetKubeletState(&kubeletstate.File{Path: state})
+	out, err := p.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{
+		claim("a", cpuDev("1"), cpuDev("2")), claim("b", cpuDev("3"))})
+	if err != nil || out["b"].Err != nil {
+		t.Fatalf("prepare: %v %v", out, err)
+	}
+	e := out["a"].Err
+	for _, want := range []string{"static CPU manager policy", "CPUs 1", "pod pod-g container c0", state, "ns/claim-a"} {
+		if e == nil || !strings.Contains(e.Error(), want) {
+			t.Fatalf("claim a on pinned CPU 1: %v; want it to name %q", e, want)
+		}
+	}
+	if files, _ := filepath.Glob(filepath.Join(p.CDIDir, "*.json")); len(files) != 1 {
+		t.Errorf("CDI specs %v, want claim b's only", files)
 	}
 }

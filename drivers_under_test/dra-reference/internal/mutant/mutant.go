@@ -37,10 +37,14 @@ const (
 	SlowPrepare Name = "slow-prepare"
 	// SecondPodAllowed: a claim already used by one pod is given to a second pod's containers too.
 	SecondPodAllowed Name = "second-pod-allowed"
+	// IgnoresKubeletPins: the kubelet's CPU manager checkpoint is never read, so a claim may be prepared
+	// on CPUs its static policy pinned to a Guaranteed pod, the shared pool includes them, and the
+	// pinned containers are moved like any other (the driver before it read cpu_manager_state).
+	IgnoresKubeletPins Name = "ignores-kubelet-pins"
 )
 
 var all = []Name{OverlappingGrants, SharedKeepsGranted, ForgetsOnRestart, NoSyncOnConnect, ReleasesOnStop,
-	EmptyPoolEverything, SplitsCores, WrongNUMAAttribute, SlowPrepare, SecondPodAllowed}
+	EmptyPoolEverything, SplitsCores, WrongNUMAAttribute, SlowPrepare, SecondPodAllowed, IgnoresKubeletPins}
 
 // All returns every mutant's name, sorted.
 func All() []string {

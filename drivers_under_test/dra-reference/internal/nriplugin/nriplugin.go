@@ -46,8 +46,10 @@ func ContainerOf(driverName string, pod *api.PodSandbox, ctr *api.Container) pin
 			current = parsed
 		}
 	}
+	// The runtime's container name is the pod spec's (the CRI metadata name): with the pod's UID it
+	// is how the kubelet's CPU manager checkpoint names the container.
 	return pinning.Container{ID: ctr.GetId(), PodUID: pod.GetUid(), Claims: claims, CPUs: current,
-		Name: pod.GetNamespace() + "/" + pod.GetName() + "/" + ctr.GetName()}
+		ContainerName: ctr.GetName(), Name: pod.GetNamespace() + "/" + pod.GetName() + "/" + ctr.GetName()}
 }
 
 // ToNRI turns engine updates into NRI container updates.
@@ -91,6 +93,12 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return nil, nil, err
 	}
 	adjust := &api.ContainerAdjustment{}
+	if cpus.IsEmpty() {
+		// The engine's "leave it": pinned by the kubelet's static policy, which set the cpuset in the
+		// create request. Not claiming the cpuset keeps the kubelet's.
+		klog.V(2).InfoS("container left as the kubelet set it", "container", c.Name)
+		return adjust, ToNRI(updates), nil
+	}
 	adjust.SetLinuxCPUSetCPUs(cpus.String())
 	klog.V(2).InfoS("pinned container", "container", c.Name, "claims", c.Claims, "cpus", cpus.String())
 	return adjust, ToNRI(updates), nil

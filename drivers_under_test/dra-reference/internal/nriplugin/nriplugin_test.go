@@ -2,6 +2,7 @@ package nriplugin_test
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/cdi"
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/checkpoint"
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/fixture"
+	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/kubeletstate"
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/mutant"
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/nriplugin"
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/pinning"
@@ -94,5 +96,26 @@ func TestEnvAndDeviceNames(t *testing.T) {
 	}
 	if !strings.HasPrefix(cdi.DeviceID(driver, "u"), driver+"/cpu=") {
 		t.Error(cdi.DeviceID(driver, "u"))
+	}
+}
+
+// A container the kubelet's static policy pinned (its pod UID and container name are in the checkpoint)
+// gets no cpuset from the plugin, so it keeps the one the kubelet put in its create request; the other
+// containers run off its CPUs.
+func TestKubeletPinnedContainerGetsNoAdjustment(t *testing.T) {
+	p := plugin(t)
+	state := filepath.Join(t.TempDir(), "cpu_manager_state")
+	fixture.WriteCPUManagerState(t, state, "static", "0,2-4,6-7", map[string]map[string]string{"pod-g": {"g0": "1,5"}})
+	p.Engine.SetKubeletState(&kubeletstate.File{Path: state})
+	adjust, updates, err := p.CreateContainer(context.Background(), pod("pod-g"), ctr("g0", "pod-g", nil, "1,5"))
+	if err != nil || adjust.GetLinux().GetResources().GetCpu().GetCpus() != "" || len(updates) != 0 {
+		t.Fatalf("kubelet-pinned container adjusted to %v, updates %v (err %v); want no cpuset", adjust, updates, err)
+	}
+	adjust, _, _ = p.CreateContainer(context.Background(), pod("pod-b"), ctr("s1", "pod-b", nil, "0,2-4,6-7"))
+	if got := adjust.GetLinux().GetResources().GetCpu().GetCpus(); got != "0,2-4,6-7" {
+		t.Errorf("shared container adjusted to %q, want 0,2-4,6-7 (without the pinned 1,5)", got)
+	}
+	if c := nriplugin.ContainerOf(driver, pod("pod-g"), ctr("g0", "pod-g", nil, "")); c.ContainerName != "g0" || c.PodUID != "pod-g" {
+		t.Errorf("checkpoint key of the NRI container: %+v", c)
 	}
 }

@@ -16,19 +16,24 @@ const PushTimeout = 10 * time.Second
 
 // Container is a running container as the runtime shows it.
 type Container struct {
-	ID     string
-	PodUID string
-	Name   string
-	Claims []string      // UIDs of the claims whose CDI devices it carries
-	CPUs   cpuset.CPUSet // its cpuset now (empty: not known, e.g. never pinned)
+	ID            string
+	PodUID        string
+	Name          string        // for the logs: namespace/pod/container
+	ContainerName string        // its name in the pod spec: with PodUID, the kubelet's checkpoint key
+	Claims        []string      // UIDs of the claims whose CDI devices it carries
+	CPUs          cpuset.CPUSet // its cpuset now (empty: not known, e.g. never pinned)
 }
 
 type container struct {
 	Container
 }
 
-// desiredLocked is a container's cpuset: its claims' CPUs, or the shared pool without a claim.
+// desiredLocked is a container's cpuset: its claims' CPUs, or the shared pool without a claim; empty
+// for a container the kubelet pinned, which is left as the kubelet set it.
 func (e *Engine) desiredLocked(c Container) (cpuset.CPUSet, error) {
+	if e.kubeletPinnedLocked(c) {
+		return cpuset.New(), nil
+	}
 	if len(c.Claims) == 0 {
 		return e.sharedLocked(), nil
 	}
@@ -60,10 +65,20 @@ func contains(list []string, s string) bool {
 
 // Create decides the cpuset of a container being created and remembers the container. A claimed
 // container whose claim is unknown or belongs to another pod gets an error: the runtime then fails the
-// creation, which is visible, instead of running it on CPUs nobody granted.
+// creation, which is visible, instead of running it on CPUs nobody granted. An empty cpuset means
+// "leave it as the runtime has it": a container the kubelet pinned.
 func (e *Engine) Create(c Container) (cpuset.CPUSet, []Update, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	_ = e.readPinsLocked() // fresh: the kubelet recorded this container's pins at admission, before its creation
+	if e.kubeletPinnedLocked(c) {
+		if len(c.Claims) > 0 {
+			klog.InfoS("container pinned by the kubelet's static CPU manager policy also carries claims: left on the "+
+				"kubelet's CPUs; the claims' CPUs stay granted", "container", c.Name, "claims", c.Claims)
+		}
+		e.containers[c.ID] = &container{c}
+		return cpuset.New(), e.updatesLocked(c.ID), nil
+	}
 	cpus, err := e.desiredLocked(c)
 	if err != nil {
 		return cpuset.New(), nil, err
@@ -106,6 +121,7 @@ func (e *Engine) Stop(id string) []Update {
 func (e *Engine) Synchronize(running []Container) []Update {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	_ = e.readPinsLocked()
 	e.containers = map[string]*container{}
 	for _, c := range running {
 		e.containers[c.ID] = &container{c}
@@ -119,6 +135,7 @@ func (e *Engine) Synchronize(running []Container) []Update {
 // updatesLocked lists every known container (but skip) whose cpuset differs from its desired one, and
 // records the new cpuset as applied.
 func (e *Engine) updatesLocked(skip string) []Update {
+	e.applied = e.pins
 	var out []Update
 	for id, c := range e.containers {
 		if id == skip {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/alloc"
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/checkpoint"
+	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/kubeletstate"
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/mutant"
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/topology"
 )
@@ -50,6 +51,9 @@ type Engine struct {
 	grants     map[string]*grant
 	containers map[string]*container
 	pusher     Pusher
+	kubelet    *kubeletstate.File // the kubelet's CPU manager checkpoint; nil: its pins are ignored
+	pins       kubeletstate.State // what it pinned at the last good read
+	applied    kubeletstate.State // the pins the containers' cpusets were last computed with
 }
 
 type grant struct {
@@ -128,7 +132,8 @@ func (e *Engine) ownerOf(cpus cpuset.CPUSet) string {
 // Grant prepares one claim: idempotent for a claim already held (the kubelet asks again after its own
 // restart and must get the same CPUs), refused when its CPUs are granted already (double allocation,
 // k/k #136269: the driver is the last line of defence), when it would empty the shared pool, or when
-// it is reserved for more than one pod (exclusive CPUs serve one pod; KEP-5517 forbids sharing).
+// it is reserved for more than one pod (exclusive CPUs serve one pod; KEP-5517 forbids sharing), or
+// when the kubelet's static CPU manager policy pinned its CPUs (kubelet.go).
 func (e *Engine) Grant(req Request) (cpuset.CPUSet, error) {
 	e.mu.Lock()
 	if g, ok := e.grants[req.UID]; ok {
@@ -158,6 +163,10 @@ func (e *Engine) chooseLocked(req Request) (cpuset.CPUSet, error) {
 		return cpuset.New(), fmt.Errorf("%s is reserved for %d pods (%s): its exclusive CPUs can serve one pod only; "+
 			"give each pod its own claim (a ResourceClaimTemplate)", who, len(req.Pods), strings.Join(req.Pods, ", "))
 	}
+	if err := e.readableLocked(who); err != nil {
+		return cpuset.New(), err
+	}
+	pinned := e.pinnedLocked()
 	held, _ := e.heldLocked(req.UID)
 	if e.mut == mutant.OverlappingGrants && len(e.grants) > 0 {
 		held = cpuset.New() // the fault: under load, the other grants are not looked at
@@ -167,9 +176,13 @@ func (e *Engine) chooseLocked(req Request) (cpuset.CPUSet, error) {
 	case len(req.Shares) > 0:
 		cpus = cpuset.New()
 		for _, s := range req.Shares {
-			free := e.machine.Nodes[s.Node].Intersection(e.offered).Difference(held).Difference(cpus)
+			node := e.machine.Nodes[s.Node].Intersection(e.offered)
+			free := node.Difference(held).Difference(cpus).Difference(pinned)
 			picked, err := alloc.Pick(e.machine, free, s.Count, e.mut)
 			if err != nil {
+				if mine := node.Intersection(pinned); !mine.IsEmpty() {
+					err = fmt.Errorf("%v; CPUs %s of the node are pinned by the kubelet's static CPU manager policy", err, mine)
+				}
 				return cpuset.New(), fmt.Errorf("%s: NUMA node %d: %v", who, s.Node, err)
 			}
 			cpus = cpus.Union(picked)
@@ -184,13 +197,22 @@ func (e *Engine) chooseLocked(req Request) (cpuset.CPUSet, error) {
 				"to hand them out twice (the scheduler allocated them twice, k/k #136269)", who, overlap,
 				e.ownerOf(overlap))
 		}
+		if err := e.pinConflictLocked(who, req.CPUs); err != nil {
+			return cpuset.New(), err
+		}
 		cpus = req.CPUs
 	default:
 		return cpuset.New(), fmt.Errorf("%s: its allocation names no CPU of this driver", who)
 	}
-	if e.offered.Difference(held).Difference(cpus).IsEmpty() && e.mut != mutant.EmptyPoolEverything {
+	// The kubelet's pins count here: the pool must keep a CPU neither granted nor pinned.
+	if e.offered.Difference(held).Difference(cpus).Difference(pinned).IsEmpty() && e.mut != mutant.EmptyPoolEverything {
+		also := ""
+		if !pinned.IsEmpty() {
+			also = fmt.Sprintf(", pinned by the kubelet's static CPU manager policy %s", pinned)
+		}
 		return cpuset.New(), fmt.Errorf("%s: granting CPUs %s would leave the shared pool empty (offered %s, "+
-			"already granted %s); refused so that containers without a claim keep a CPU", who, cpus, e.offered, held)
+			"already granted %s%s); refused so that containers without a claim keep a CPU", who, cpus, e.offered,
+			held, also)
 	}
 	return cpus, nil
 }
@@ -245,7 +267,9 @@ func (e *Engine) Claims() []checkpoint.Claim {
 	return out
 }
 
-// SharedPool is where every container without a claim runs: offered CPUs minus every grant.
+// SharedPool is where every container without a claim runs: offered CPUs minus every grant and minus
+// the CPUs the kubelet pinned, unless the pins would empty it (then the pins are not subtracted: the
+// grant check keeps offered − grants non-empty, and a shared container must never get no CPU).
 func (e *Engine) SharedPool() cpuset.CPUSet {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -255,6 +279,9 @@ func (e *Engine) SharedPool() cpuset.CPUSet {
 func (e *Engine) sharedLocked() cpuset.CPUSet {
 	held, _ := e.heldLocked("")
 	pool := e.offered.Difference(held)
+	if unpinned := pool.Difference(e.pinnedLocked()); !unpinned.IsEmpty() {
+		pool = unpinned
+	}
 	if e.mut == mutant.SharedKeepsGranted {
 		for _, g := range e.grants {
 			pool = pool.Union(cpuset.New(g.cpus.List()[0]))
