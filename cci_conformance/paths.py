@@ -15,6 +15,8 @@ TOPOLOGIES_DIR = PROJECT_ROOT / "topologies"
 DRIVERS_DIR = PROJECT_ROOT / "drivers_under_test"
 REFERENCE_DRIVER_DIR = DRIVERS_DIR / "reference"
 MUTANTS_DIR = DRIVERS_DIR / "mutants"
+DRA_REFERENCE_DIR = DRIVERS_DIR / "dra-reference"
+DRA_MUTANTS_DIR = DRIVERS_DIR / "dra-mutants"  # dra-reference started with --mutant=NAME
 SUITES_DIR = PROJECT_ROOT / "suites"
 FIXTURES_DIR = PROJECT_ROOT / "fixtures"
 PROFILES_DIR = PROJECT_ROOT / "profiles"
