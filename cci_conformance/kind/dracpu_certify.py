@@ -142,12 +142,22 @@ def add_parser(subparsers) -> None:
 
 
 def run_args(args) -> argparse.Namespace:
-    """The `cci-conformance run` arguments of this command: the same suites, reporter and bundle."""
-    extra = [f"--dra-grouped-topology={t}" for t in args.grouped_topology or ()]
-    extra += [f"--dra-static-topology={t}" for t in args.static_topology or ()]
-    return argparse.Namespace(driver=str(DRIVER_DIR), topology=args.topology, profile="default", backend=None,
-                              node_profile=None, workers=0, report_dir=args.report_dir, suites=None, catalog=None,
-                              keyword=None, timeout=args.timeout, pytest_args=extra)
+    """The `cci-conformance run` arguments of this command: the same suites (the dra-cpu catalog, on the CCI
+    node image), reporter and bundle. Parsed by `run`'s own parser, so a new `run` option gets its default
+    here too (a hand-built Namespace missed --stateful-examples and failed CI)."""
+    from ..certify import cli as certify_cli
+
+    parser = argparse.ArgumentParser(prog="cci-conformance")
+    certify_cli.add_parser(parser.add_subparsers())
+    argv = ["run", "--driver", str(DRIVER_DIR), "--suites", str(SUITES_DIR / "dra_cpu"), "--backend", "kind",
+            "-n", "0", "--timeout", str(args.timeout)]
+    if args.topology:
+        argv += ["--topology", *args.topology]
+    if args.report_dir:
+        argv += ["--report-dir", str(args.report_dir)]
+    argv += ["--", *(f"--dra-grouped-topology={t}" for t in args.grouped_topology or ()),
+             *(f"--dra-static-topology={t}" for t in args.static_topology or ())]
+    return parser.parse_args(argv)
 
 
 def findings_table(report: dict) -> list[str]:

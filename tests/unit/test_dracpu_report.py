@@ -261,3 +261,20 @@ def test_a_claim_for_one_numa_node_selects_its_group_devices_and_checks_their_cp
     claim = {"status": {"allocation": {"devices": {"results": [{"driver": "dra.cpu", "device": "cpudevgroup1"}]}}}}
     nodes, cpus = dracpu_slices.group_node_cpus(claim, published, topology)
     assert nodes == {1} and cpus == topology.node_cpus[1]
+
+
+def test_the_certify_command_parses_its_run_arguments_with_runs_own_parser():
+    """Every option `run` reads has its default (a hand-built Namespace missed --stateful-examples and made the
+    kind e2e fail with AttributeError), and the command keeps the dra-cpu suites on the CCI node image."""
+    from cci_conformance.certify import cli as certify_cli
+
+    args = type("Args", (), {"topology": ["laptop-1s4c-smt2"], "grouped_topology": ["none"],
+                             "static_topology": ["none"], "report_dir": "out", "timeout": 1800.0})()
+    namespace = dracpu_certify.run_args(args)
+    settings, suites = certify_cli._settings(namespace)
+    assert suites == SUITES_DIR / "dra_cpu" and settings.backend == "kind" and settings.kubernetes is None
+    assert settings.topologies == ("laptop-1s4c-smt2",) and namespace.workers == 0
+    assert namespace.pytest_args == ["--dra-grouped-topology=none", "--dra-static-topology=none"]
+    defaults = type("Args", (), {"topology": None, "grouped_topology": None, "static_topology": None,
+                                 "report_dir": None, "timeout": 3600.0})()
+    assert certify_cli._settings(dracpu_certify.run_args(defaults))[0].topologies == DRA_TOPOLOGIES
