@@ -1,8 +1,10 @@
-"""``cci-conformance driver``: check a driver manifest, list capabilities, or start a driver on a library machine."""
+"""``cci-conformance driver``: check a driver manifest, list capabilities, start a driver on a library machine, or
+build a Go driver's image archive for the kind backend."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 import threading
 
 from ..protocol.capabilities import KNOWN_CAPABILITIES
@@ -24,6 +26,16 @@ def add_parser(subparsers) -> None:
     start.add_argument("path")
     start.add_argument("--topology", default="server-2s8c-smt2-intel", help="library topology name")
     start.set_defaults(handler=_start)
+
+    image = sub.add_parser("image", help="build a Go driver into an image archive for kind.image",
+                           description="Build the Go driver in DIR (its driver.yaml's kind.source, or DIR itself "
+                                       "when it holds a go.mod) into a static binary on an empty layer, write the "
+                                       "image archive and print the kind section that runs it "
+                                       '(docs/kind.md "Your driver on kind").')
+    image.add_argument("folder", metavar="DIR")
+    image.add_argument("--out", metavar="FILE", help="where to write the archive (default DIR/<name>.oci.tar)")
+    image.add_argument("--main", metavar="PKG", help="the main package inside the module (default: kind.main, or .)")
+    image.set_defaults(handler=_image)
     parser.set_defaults(handler=lambda args: parser.print_help() or 2)
 
 
@@ -38,6 +50,24 @@ def _capabilities(args: argparse.Namespace) -> int:
     width = max(map(len, KNOWN_CAPABILITIES))
     for name, meaning in KNOWN_CAPABILITIES.items():
         print(f"{name:<{width}}  {meaning}")
+    return 0
+
+
+def _image(args: argparse.Namespace) -> int:
+    from ..kind.cci.driver_image import make_archive
+    from ..kind.runner import CommandFailed
+
+    try:
+        made = make_archive(args.folder, args.out, args.main)
+    except CommandFailed as exc:  # the toolchain itself (bad input is a ConfigError naming the file)
+        print(f"cci-conformance: error: {exc}", file=sys.stderr)
+        return 1
+    how = "reused from the build cache" if made.reused else f"built in {made.seconds:.1f} s"
+    print(f"image:   {made.reference} ({how})")
+    print(f"archive: {made.archive}")
+    print(f"sha256:  {made.digest.removeprefix('sha256:')}")
+    print("for driver.yaml (in place of kind.source and kind.main; placeholders as in local.command):")
+    print(made.kind_section(), end="")
     return 0
 
 

@@ -14,6 +14,7 @@ import yaml
 
 from ..errors import ConfigError
 from ..protocol.capabilities import KNOWN_CAPABILITIES, unknown_capabilities
+from . import gomod
 
 SCHEMA_PATH = Path(__file__).parent / "schema" / "driver.schema.json"
 MANIFEST_FILE = "driver.yaml"
@@ -48,6 +49,8 @@ class DriverManifest:
     description: str = ""
     kind_image: str = ""  # an image archive, relative to the manifest's folder (docs/kind.md)
     kind_command: tuple[str, ...] = ()  # the argv inside that image, with local.command's placeholders
+    kind_source: Path | None = None  # a Go module the harness builds the image from (instead of kind_image)
+    kind_main: str = "."  # the main package inside kind_source (go build's path)
     kind_manifests: tuple[str, ...] = ()
     version: str | None = None
     build: tuple[str, ...] = ()
@@ -159,12 +162,13 @@ def parse_manifest(data: object, path: Path) -> DriverManifest:
     kind = data.get("kind", {})
     for i, arg in enumerate(kind.get("command", ())):
         _check_placeholders(arg, file, f"kind.command[{i}]")
+    kind_source = _kind_source(kind, path, file)
     return DriverManifest(
         name=data["name"], protocol=data["protocol"], capabilities=frozenset(caps),
         command=tuple(local.get("command", ())), path=path.resolve(), env=env,
         startup_timeout_s=float(data.get("startup_timeout_s", DEFAULT_STARTUP_TIMEOUT_S)),
         description=data.get("description", ""), kind_image=kind.get("image", ""),
-        kind_command=tuple(kind.get("command", ())),
+        kind_command=tuple(kind.get("command", ())), kind_source=kind_source, kind_main=kind.get("main", "."),
         kind_manifests=tuple(kind.get("manifests", ())), version=data.get("version"),
         build=tuple(local.get("build", ())),
         build_timeout_s=float(local.get("build_timeout_s", DEFAULT_BUILD_TIMEOUT_S)),
@@ -184,14 +188,52 @@ def _main_package(dra: dict, file: str) -> str:
     return dra.get("main", ".")
 
 
-def _source_tree(source: str | None, manifest: Path, file: str) -> Path | None:
-    """dra.source, relative to the manifest's folder: a Go module (its go.mod) the image is built from."""
+def _source_tree(source: str | None, manifest: Path, file: str, field_name: str = "dra.source") -> Path | None:
+    """dra.source or kind.source, relative to the manifest's folder: a Go module (its go.mod) an image is built from."""
     if source is None:
         return None
     tree = (manifest.resolve().parent / source).resolve()
     if not (tree / "go.mod").is_file():
-        raise ConfigError(f"{tree} is not a Go module (no go.mod)", file=file, field="dra.source",
+        raise ConfigError(f"{tree} is not a Go module (no go.mod)", file=file, field=field_name,
                           fix="name the folder of the driver's go.mod and main package, relative to this manifest")
+    return tree
+
+
+def _kind_source(kind: dict, manifest: Path, file: str) -> Path | None:
+    """kind.source: a Go module the harness builds into the driver's image, whose program kind.command starts."""
+    if "source" in kind and "image" in kind:
+        raise ConfigError("kind.source and kind.image both name the driver's image", file=file, field="kind.source",
+                          fix="keep one: kind.source (the harness builds the Go module) or kind.image (your own "
+                              "archive, e.g. from `cci-conformance driver image` or `docker save`)")
+    if "main" in kind and "source" not in kind:
+        raise ConfigError("kind.main names a package of the source tree, and there is no kind.source", file=file,
+                          field="kind.main",
+                          fix="add kind.source (the folder of the driver's go.mod) or drop kind.main")
+    if ("source" in kind or "image" in kind) and "command" not in kind:
+        which = "kind.source" if "source" in kind else "kind.image"
+        raise ConfigError(f"{which} needs the container's command", file=file, field="kind.command",
+                          fix="give the argv inside the image with the same placeholders as local.command, e.g. "
+                              '[/my-driver, "--registry-dir={registry_dir}", ...] (docs/kind.md "Your driver on kind")')
+    tree = _source_tree(kind.get("source"), manifest, file, "kind.source")
+    if tree is None:
+        return None
+    main = kind.get("main", ".")
+    problem = gomod.main_package_problem(tree, main)
+    if problem:
+        raise ConfigError(problem, file=file, field="kind.main" if "main" in kind else "kind.source",
+                          fix="name the folder of the driver's main package: kind.main, relative to kind.source "
+                              "(default \".\")")
+    module = gomod.module_path((tree / "go.mod").read_text())
+    if not module:
+        raise ConfigError(f"{tree / 'go.mod'} has no module line", file=file, field="kind.source",
+                          fix="start the go.mod with `module <path>`")
+    binary = "/" + gomod.program_name(module, main)
+    if kind["command"][0] != binary:
+        package = module if main == "." else f"{module}/{main.removeprefix('./')}"
+        raise ConfigError(f"kind.command starts {kind['command'][0]!r}, and the image built from kind.source holds "
+                          f"its program at {binary}", file=file, field="kind.command[0]",
+                          fix=f"start kind.command with {binary} (go build names the program after the last element "
+                              f"of the main package's import path, {package})")
     return tree
 
 

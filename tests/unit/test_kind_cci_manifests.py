@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import zlib
 from pathlib import Path
 
@@ -123,10 +124,11 @@ def test_driver_image_is_the_static_binary_alone(tmp_path):
 
 
 def test_driver_image_key_follows_the_driver_sources(tmp_path, monkeypatch):
-    copy = tmp_path / "go-reference"
-    copy.mkdir()
+    copy = tmp_path / "drivers_under_test" / "go-reference"  # its go.mod replaces the API with ../../api
+    copy.mkdir(parents=True)
     for name in ("go.mod", "go.sum", "main.go"):
         (copy / name).write_text((GO_REFERENCE / name).read_text())
+    shutil.copytree(GO_REFERENCE.parents[1] / "api", tmp_path / "api")
     monkeypatch.setattr(go_driver, "DRIVER_SOURCE", copy)
     monkeypatch.setattr(go_driver.gobuild, "go_version", lambda: "go1.99")
     first = go_driver._inputs()
@@ -134,3 +136,7 @@ def test_driver_image_key_follows_the_driver_sources(tmp_path, monkeypatch):
     assert go_driver._inputs() == first
     (copy / "main.go").write_text((copy / "main.go").read_text() + "\n// changed\n")
     assert go_driver._inputs() != first
+    changed = go_driver._inputs()
+    api_go = next((tmp_path / "api").rglob("*.go"))
+    api_go.write_text(api_go.read_text() + "\n// changed\n")  # the replaced module is an input too
+    assert go_driver._inputs() != changed

@@ -51,7 +51,7 @@ class CCIDriverDeployment:
                               fix="use a lower-case DNS subdomain of at most 63 characters, e.g. cci.example.com")
         if ":" not in self.image.rsplit("/", 1)[-1]:
             raise ConfigError(f"image {self.image!r} has no tag", field="image",
-                              fix="use the reference go_driver.build_image() returns")
+                              fix="use the tagged reference the image build returns (driver_image.for_manifest)")
 
     @property
     def plugin_dir(self) -> str:
