@@ -27,8 +27,9 @@ def build(manifest: DriverManifest) -> DraDriverImage:
     """Build (or take from the cache) the image ``manifest`` describes; ConfigError names what cannot be built.
 
     ``dra.source``: the Go module in that folder, its main package ``dra.main`` (default its root), one static
-    binary on an empty layer (our reference driver, a vendor's tree, an upstream checkout). Else ``dra.module`` at ``version`` from the
-    module proxy, which the harness knows how to build for dra-driver-cpu only (its main package is cmd/dracpu).
+    binary on an empty layer (our reference driver, a vendor's tree, an upstream checkout). Else ``dra.module`` at
+    ``version`` from the module proxy, which the harness knows how to build for dra-driver-cpu only (its main
+    package is cmd/dracpu).
     """
     if manifest.dra_source is not None:
         from ..kind.image import dra_reference_driver  # Go and the build cache only when a node is opened

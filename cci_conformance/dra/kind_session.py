@@ -8,10 +8,10 @@ from pathlib import Path
 
 from ..cpuset import CPUs
 from ..drivers.manifest import load_manifest
+from ..kind.cci.driver_image import file_digest
 from ..kind.cluster import toolchain
 from ..kind.cluster.config import ClusterPlan, NodePlan
 from ..kind.cluster.cpuset_log import Record
-from ..kind.cci.driver_image import file_digest
 from ..kind.cluster.lifecycle import KindCluster, owned_name
 from ..kind.dracpu_manifests import NAMESPACE, DriverDeployment
 from ..kind.dracpu_session import DraCpuSession

@@ -45,4 +45,5 @@ def test_node_prepare_p99_within_budget(dra, record_figure):
     assert p99 is not None and p99 <= PREPARE_P99_S, \
         f"NodePrepareResources p50 <= {p50} s, p99 <= {p99} s over {calls.count} calls (budget {PREPARE_P99_S} s)"
     assert start_p99 is not None and start_p99 <= POD_START_P99_S, \
-        f"claimed pod start p99 {start_p99} s over {len(timed)} pods (SLO {POD_START_P99_S} s); first over the SLO: {slow}"
+        f"claimed pod start p99 {start_p99} s over {len(timed)} pods (SLO {POD_START_P99_S} s); " \
+        f"first over the SLO: {slow}"

@@ -6,7 +6,15 @@ from __future__ import annotations
 import pytest
 
 from cci_conformance.dra.api import PodSpec
-from cci_conformance.dra.checks import claim_cpus, creates, current_cpus, fmt, overlaps_over_time, pool_problems, settled
+from cci_conformance.dra.checks import (
+    claim_cpus,
+    creates,
+    current_cpus,
+    fmt,
+    overlaps_over_time,
+    pool_problems,
+    settled,
+)
 from cci_conformance.waiting import WaitTimeout, wait_for
 
 

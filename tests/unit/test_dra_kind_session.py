@@ -103,7 +103,7 @@ def test_the_static_profile_reserves_its_cpus_on_the_workers_kubelet_with_the_v1
 
 def test_the_restarted_kubelet_is_healthy_when_the_api_servers_node_proxy_says_so(monkeypatch):
     # the vanilla node image has no curl: the kubelet's /healthz is asked through the API server (port 10250)
-    rec, pids = _Recorder(), iter(["41", "57"])
+    pids = iter(["41", "57"])
     asked = []
 
     def kubectl(*args, **kwargs):

@@ -39,5 +39,6 @@ def test_targets_are_catalog_requirements_and_every_requirement_is_targeted_or_i
     unproven = set(TARGETS.get("unproven") or {})
     assert targeted <= CATALOG and set(TARGETS["guards"]) <= CATALOG and unproven <= CATALOG
     assert not targeted & unproven, "a requirement a mutant catches is not a gap"
-    assert CATALOG == targeted | unproven, f"neither caught by a mutant nor recorded as a gap: {CATALOG - targeted - unproven}"
+    assert CATALOG == targeted | unproven, \
+        f"neither caught by a mutant nor recorded as a gap: {CATALOG - targeted - unproven}"
     assert all(reason.strip() for reason in TARGETS["unproven"].values())

@@ -1,4 +1,4 @@
-"""Build a DRA driver's Go source tree (ours by default) into a single-layer image archive, offline, cached by its sources."""
+"""Build a DRA driver's Go source tree (ours by default) into a one-layer image archive, offline, cached by source."""
 
 from __future__ import annotations
 
