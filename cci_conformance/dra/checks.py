@@ -27,8 +27,21 @@ def creates(records: tuple[Record, ...], pod: str, container: str) -> list[Recor
 
 
 def claim_cpus(session: DraSession, pod: PodState) -> CPUs:
-    """Every CPU allocated to the pod's claims (API server)."""
-    return frozenset().union(*(session.allocation(c).cpus for c in pod.claims))
+    """Every CPU allocated to the pod's claims (API server). A claim without an allocation of the driver's devices,
+    or with a device whose CPU its ResourceSlices do not name, fails the test that asked: an empty set would let
+    "disjoint", "whole cores" and "not in the pool" hold for nothing (a false pass)."""
+    cpus: set[int] = set()
+    for claim in pod.claims:
+        allocation = session.allocation(claim)
+        if not allocation.allocated or not allocation.devices:
+            raise AssertionError(f"claim {claim} of pod {pod.name} has no allocation of the driver's devices")
+        if len(allocation.cpus) != len(allocation.devices):
+            raise AssertionError(
+                f"claim {claim} of pod {pod.name} holds devices {', '.join(allocation.devices)}, whose CPUs the "
+                f"driver's ResourceSlices name as {fmt(allocation.cpus)}: every device must carry its CPU id "
+                "(attribute cpuID in the driver's domain)")
+        cpus |= allocation.cpus
+    return frozenset(cpus)
 
 
 def expected_pool(session: DraSession, grants: CPUs) -> CPUs:

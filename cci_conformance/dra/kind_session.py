@@ -40,6 +40,13 @@ MACHINE_ROOT = "/var/lib/cci-machine"
 KUBELET_TIMEOUT_S = 120
 
 
+def qualified(attributes: dict, driver: str) -> dict:
+    """Attribute names as the scheduler reads them: resource.k8s.io's QualifiedName puts a name without a domain
+    prefix in the driver's domain, so `cpuID` published by driver D and `D/cpuID` are one attribute (dra-driver-cpu
+    publishes qualified names, our reference unqualified ones)."""
+    return {name if "/" in name else f"{driver}/{name}": value for name, value in attributes.items()}
+
+
 class KindDraSession:
     """One kind cluster made for one (machine, profile); the driver's deployment comes from its dra/v1 manifest."""
 
@@ -150,7 +157,8 @@ class KindDraSession:
 
     def slices(self) -> tuple[Device, ...]:
         out = []
-        for name, attrs in sorted(self.inner.published().items()):
+        for name, published in sorted(self.inner.published().items()):
+            attrs = qualified(published, self.driver_name)
             cpu, numa, socket, core = (attrs.get(f"{self.driver_name}/{key}")
                                        for key in ("cpuID", "numaNodeID", "socketID", "coreID"))
             out.append(Device(name, cpu, numa, socket, core, tuple(sorted(attrs.items()))))

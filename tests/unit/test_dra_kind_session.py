@@ -123,3 +123,40 @@ def test_a_pod_is_stopped_by_the_kubelet_before_the_api_server_forgets_it():
 
     pod = next(o for o in pod_objects(PodSpec.claimed("p", 2), "w", "pause:1", "dra.example") if o["kind"] == "Pod")
     assert pod["spec"]["terminationGracePeriodSeconds"] >= 1
+
+
+def test_unqualified_attribute_names_are_in_the_drivers_domain():
+    # our reference publishes `cpuID`, dra-driver-cpu `dra.cpu/cpuID`: the scheduler reads both as <driver>/cpuID,
+    # and so must the session, or every claim's CPUs read as none
+    from cci_conformance.dra.kind_session import qualified
+
+    published = {"cpu-0": {"cpuID": 0, "numaNodeID": 0, "socketID": 0, "coreID": 0,
+                           "resource.kubernetes.io/numaNode": 0},
+                 "cpu-4": {"drv.example/cpuID": 4, "drv.example/numaNodeID": 0, "drv.example/socketID": 0,
+                           "drv.example/coreID": 0}}
+    assert qualified(published["cpu-0"], "drv.example") == {
+        "drv.example/cpuID": 0, "drv.example/numaNodeID": 0, "drv.example/socketID": 0, "drv.example/coreID": 0,
+        "resource.kubernetes.io/numaNode": 0}
+    session = KindDraSession(None, SimpleNamespace(node="w1", published=lambda: published),
+                             SimpleNamespace(topology=None, profile=None), "drv.example")
+    assert [(d.name, d.cpu, d.numa_node, d.socket, d.core) for d in session.slices()] == [
+        ("cpu-0", 0, 0, 0, 0), ("cpu-4", 4, 0, 0, 0)]
+
+
+def test_a_claim_whose_devices_name_no_cpu_fails_instead_of_reading_as_no_cpus():
+    # an empty set made "disjoint" and "whole cores" hold for nothing: CLAIM-602 and CLAIM-603 passed on kind
+    # while the session could not read a single CPU of the reference driver's claims
+    import pytest
+
+    from cci_conformance.dra.api import Allocation, PodState
+    from cci_conformance.dra.checks import claim_cpus
+
+    pod = PodState("p", "uid", "Running", (), ("p-c0",))
+    unread = SimpleNamespace(allocation=lambda c: Allocation(c, True, ("cpu-0", "cpu-4"), frozenset()))
+    with pytest.raises(AssertionError, match="cpu-0, cpu-4.*must carry its CPU id"):
+        claim_cpus(unread, pod)
+    unallocated = SimpleNamespace(allocation=lambda c: Allocation(c, False))
+    with pytest.raises(AssertionError, match="no allocation"):
+        claim_cpus(unallocated, pod)
+    read = SimpleNamespace(allocation=lambda c: Allocation(c, True, ("cpu-0", "cpu-4"), frozenset({0, 4})))
+    assert claim_cpus(read, pod) == {0, 4}
