@@ -222,6 +222,10 @@ class KubeletMetrics:
     # dra_operations_duration_seconds{operation_name="PrepareResources",is_error="false"}: the kubelet's whole
     # preparation of one pod (every pod, with or without claims)
     prepare_resources: Histogram
+    # runnable tasks per CPU on the machine the kubelet and the driver run on (5-min load average / CPUs) when
+    # the metrics were read: the kubelet times calls by the wall clock, so a loaded host shows in them. None: no
+    # wall clock (a modelled node)
+    host_load_per_cpu: float | None = None
 
 
 @dataclass(frozen=True)

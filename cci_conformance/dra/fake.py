@@ -73,7 +73,7 @@ class FakeDraSession:
     backend_name = "fake"
 
     def __init__(self, topology: Topology, profile: NodeProfile, faults: frozenset[str] = frozenset(),
-                 driver_name: str = "dra.cpu"):
+                 driver_name: str = "dra.cpu", host_load_per_cpu: float | None = None):
         unknown = set(faults) - set(FAULTS)
         if unknown:
             raise ValueError(f"unknown faults {sorted(unknown)}; known: {sorted(FAULTS)}")
@@ -89,6 +89,7 @@ class FakeDraSession:
         self._forgotten: CPUs = frozenset()  # grants a restarted driver no longer knows
         self._prepare_calls: list[float] = []
         self._pinned: dict[tuple[str, str], CPUs] = {}  # the kubelet's static-policy assignments
+        self.host_load_per_cpu = host_load_per_cpu  # what metrics() says the host's load was (None: no host)
 
     # -- the model -------------------------------------------------------------------------------
     def _tick(self) -> datetime:
@@ -350,7 +351,7 @@ class FakeDraSession:
         def hist(values: list[float]) -> Histogram:
             buckets = tuple((b, sum(1 for v in values if v <= b)) for b in BUCKETS) + ((float("inf"), len(values)),)
             return Histogram("fake", buckets, len(values), sum(values))
-        return KubeletMetrics(hist(self._prepare_calls), hist(self._prepare_calls))
+        return KubeletMetrics(hist(self._prepare_calls), hist(self._prepare_calls), self.host_load_per_cpu)
 
     def collect_evidence(self, dest: Path) -> list[Path]:
         dest.mkdir(parents=True, exist_ok=True)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -243,7 +245,9 @@ class KindDraSession:
 
     def metrics(self) -> KubeletMetrics:
         text = self.cluster.kubectl("get", "--raw", f"/api/v1/nodes/{self.node}/proxy/metrics", timeout=60)
-        return kubelet_state.metrics(text, self.driver_name)
+        # kind's nodes are containers on this host: their processes wait in its run queue
+        load = os.getloadavg()[1] / (os.cpu_count() or 1)
+        return replace(kubelet_state.metrics(text, self.driver_name), host_load_per_cpu=round(load, 2))
 
     def collect_evidence(self, dest: Path) -> list[Path]:
         """Recorder log, kubelet/containerd journals, driver log, the kubelet's two state files, pods and claims."""

@@ -12,6 +12,12 @@ from cci_conformance.dra.api import PodSpec
 MIN_PREPARATIONS = 100
 PREPARE_P99_S = 0.1  # the smallest bucket of DRADurationBuckets: a p99 within it is within 100 ms
 POD_START_P99_S = 5.0  # pod startup SLO (sig-scalability pod_startup_latency.md): p99 <= 5 s
+# The kubelet times calls and pod starts by the wall clock, and a kind node's processes share the host's CPUs: over
+# this many runnable tasks per CPU (5-min load average) a task waits about as long as it runs, so a figure over
+# budget measured the host's run queue. Then the requirement is untested with the load named, never failed for it;
+# a pass stays a pass (within budget even there). The dra-cpu profile's LAT-501 has the same rule
+# (suites/dra_cpu/latency.yaml, host.max_load_per_cpu).
+HOST_MAX_LOAD_PER_CPU = 2.0
 
 
 @pytest.mark.requirement("LAT-601")
@@ -28,7 +34,8 @@ def test_node_prepare_p99_within_budget(dra, record_figure):
             # why it was slow, in the kubelet's words (e.g. a FailedPrepareDynamicResources retried with backoff)
             slow.append(f"{pod.name} {pod.scheduled_to_ready_s} s: {'; '.join(pod.events[:3])}")
         dra.delete_pod(pod.name)
-    calls = dra.metrics().node_prepare.minus(before)
+    after = dra.metrics()
+    calls = after.node_prepare.minus(before)
     if calls.count < MIN_PREPARATIONS:
         pytest.skip(f"the kubelet timed {calls.count} NodePrepareResources calls, at least {MIN_PREPARATIONS} needed")
     p50, p99 = calls.quantile_bound(0.5), calls.quantile_bound(0.99)
@@ -42,6 +49,16 @@ def test_node_prepare_p99_within_budget(dra, record_figure):
         if value is not None and math.isfinite(value):
             record_figure(name, value, "s", budget=budget, samples=timed if name.startswith("claimed") else None)
     record_figure("node_prepare_calls", calls.count)
+    load = after.host_load_per_cpu
+    if load is not None:
+        record_figure("host_load_per_cpu", load)
+    over = [what for what, value, budget in (("NodePrepareResources p99", p99, PREPARE_P99_S),
+                                             ("claimed pod start p99", start_p99, POD_START_P99_S))
+            if value is None or value > budget]
+    if over and load is not None and load > HOST_MAX_LOAD_PER_CPU:
+        pytest.skip(f"{' and '.join(over)} over budget (p99 <= {p99} s, pod start p99 {start_p99} s), but the host "
+                    f"ran {load:g} runnable tasks per CPU (5-min load average), over {HOST_MAX_LOAD_PER_CPU:g}: the "
+                    "kubelet's wall clock measured the host's run queue, not the driver")
     assert p99 is not None and p99 <= PREPARE_P99_S, \
         f"NodePrepareResources p50 <= {p50} s, p99 <= {p99} s over {calls.count} calls (budget {PREPARE_P99_S} s)"
     assert start_p99 is not None and start_p99 <= POD_START_P99_S, \
