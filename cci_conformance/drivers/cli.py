@@ -4,7 +4,7 @@ build a Go driver's image archive for the kind backend."""
 from __future__ import annotations
 
 import argparse
-import sys
+import importlib
 import threading
 
 from ..protocol.capabilities import KNOWN_CAPABILITIES
@@ -53,22 +53,15 @@ def _capabilities(args: argparse.Namespace) -> int:
     return 0
 
 
-def _image(args: argparse.Namespace) -> int:
-    from ..kind.cci.driver_image import make_archive
-    from ..kind.runner import CommandFailed
+# An image is kind's business, and kind/ imports this package (manifests), never the reverse: the handler is named
+# by its module path and imported only when asked, as the cci-conformance dispatcher names its sub-commands
+# (tests/unit/test_package_layout.py proves there is no circle).
+IMAGE_HANDLER = "cci_conformance.kind.cli:driver_image_command"
 
-    try:
-        made = make_archive(args.folder, args.out, args.main)
-    except CommandFailed as exc:  # the toolchain itself (bad input is a ConfigError naming the file)
-        print(f"cci-conformance: error: {exc}", file=sys.stderr)
-        return 1
-    how = "reused from the build cache" if made.reused else f"built in {made.seconds:.1f} s"
-    print(f"image:   {made.reference} ({how})")
-    print(f"archive: {made.archive}")
-    print(f"sha256:  {made.digest.removeprefix('sha256:')}")
-    print("for driver.yaml (in place of kind.source and kind.main; placeholders as in local.command):")
-    print(made.kind_section(), end="")
-    return 0
+
+def _image(args: argparse.Namespace) -> int:
+    module, _, name = IMAGE_HANDLER.partition(":")
+    return int(getattr(importlib.import_module(module), name)(args))
 
 
 def _start(args: argparse.Namespace) -> int:

@@ -81,6 +81,24 @@ def _test_hooks(args: argparse.Namespace) -> int:
     return 0
 
 
+def driver_image_command(args: argparse.Namespace) -> int:
+    """`cci-conformance driver image DIR`: the driver's Go module as an image archive for kind.image."""
+    from .cci.driver_image import make_archive
+
+    try:
+        made = make_archive(args.folder, args.out, args.main)
+    except CommandFailed as exc:  # the toolchain itself (bad input is a ConfigError naming the file)
+        print(f"cci-conformance: error: {exc}", file=sys.stderr)
+        return 1
+    how = "reused from the build cache" if made.reused else f"built in {made.seconds:.1f} s"
+    print(f"image:   {made.reference} ({how})")
+    print(f"archive: {made.archive}")
+    print(f"sha256:  {made.digest.removeprefix('sha256:')}")
+    print("for driver.yaml (in place of kind.source and kind.main; placeholders as in local.command):")
+    print(made.kind_section(), end="")
+    return 0
+
+
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("kind", help="kind clusters with faked topologies (real kubelets)")
     sub = parser.add_subparsers(dest="kind_command", metavar="ACTION")
