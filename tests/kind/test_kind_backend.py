@@ -10,13 +10,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from readiness import skip_unless_kind_ready
 
 from cci_conformance.backends.base import SessionConfig
 from cci_conformance.backends.checks import check_cpu_manager_state, check_pod_resources, check_snapshot
 from cci_conformance.backends.registry import get_backend
 from cci_conformance.certify.settings import load_node_profile
-from cci_conformance.kind.cluster import toolchain
-from cci_conformance.kind.image import nodeimage
 from cci_conformance.topology import library
 
 pytestmark = pytest.mark.kind
@@ -34,9 +33,7 @@ MODES = {"coexistence": "static", "alpha": "none"}  # node profile -> the kubele
 @pytest.fixture(scope="module", params=sorted(MODES))
 def session(request):
     """A session in each mode the patched kubelet implements, each on a cluster of its own."""
-    problem = toolchain.docker_problem()
-    if problem or not nodeimage.image_exists(nodeimage.default_image()):
-        pytest.skip(f"kind backend e2e: {problem or 'no node image (cci-conformance kind build-node-image)'}")
+    skip_unless_kind_ready("kind backend e2e")
     workdir = Path(tempfile.mkdtemp(prefix="cci-", dir="/tmp"))
     config = SessionConfig(library.load(TOPOLOGY), load_node_profile(request.param), GO_REFERENCE, workdir)
     opened = get_backend("kind").open(config)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from readiness import skip_unless_kind_ready, skip_unless_opted_in
 
-from cci_conformance.kind.cluster import toolchain
 from cci_conformance.kind.image import nodeimage, versions
 from cci_conformance.paths import DRA_MUTANTS_DIR, SUITES_DIR
 
@@ -26,12 +25,8 @@ OPT_IN = "CCI_KIND_DRA_MUTANTS"  # "1": run them (about 5 minutes each on 2 core
 
 @pytest.fixture(scope="module", autouse=True)
 def kind_ready():
-    if os.environ.get(OPT_IN, "") in ("", "0"):
-        pytest.skip(f"kind DRA mutants: about 5 minutes each on 2 cores; set {OPT_IN}=1 to run them")
-    problem = toolchain.docker_problem()
-    image = nodeimage.default_image(versions.VANILLA)
-    if problem or not nodeimage.image_exists(image):
-        pytest.skip(f"kind DRA mutants: {problem or f'no node image {image} (cci-conformance kind build-node-image)'}")
+    skip_unless_opted_in(OPT_IN, "kind DRA mutants", "about 5 minutes each on 2 cores")
+    skip_unless_kind_ready("kind DRA mutants", nodeimage.default_image(versions.VANILLA))
 
 
 def selected_tests(entry: dict) -> list[str]:

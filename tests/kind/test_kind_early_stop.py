@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pytest
 from leftovers import assert_nothing_left
-
-from cci_conformance.kind.cluster import toolchain
-from cci_conformance.kind.image import nodeimage
+from readiness import skip_unless_kind_ready
 
 pytestmark = [pytest.mark.kind, pytest.mark.slow]
 
@@ -43,9 +41,7 @@ def _silent_driver(folder: Path) -> Path:
 
 
 def test_a_driver_that_never_registers_stops_a_two_worker_kind_run(tmp_path):
-    problem = toolchain.docker_problem()
-    if problem or not nodeimage.image_exists(nodeimage.default_image()):
-        pytest.skip(f"kind early stop: {problem or 'no node image (cci-conformance kind build-node-image)'}")
+    skip_unless_kind_ready("kind early stop")
     report = tmp_path / "report"
     argv = [sys.executable, "-m", "cci_conformance", "run", "--backend", "kind", "--driver",
             str(_silent_driver(tmp_path / "silent")), "--topology", *MACHINES, "--report-dir", str(report),

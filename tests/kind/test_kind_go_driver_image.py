@@ -17,10 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 from leftovers import assert_nothing_left
+from readiness import skip_unless_kind_ready, skip_unless_opted_in
 
 from cci_conformance.kind.cci.driver_image import archive_reference, file_digest
-from cci_conformance.kind.cluster import toolchain
-from cci_conformance.kind.image import nodeimage
 
 pytestmark = [pytest.mark.kind, pytest.mark.slow]
 
@@ -39,11 +38,8 @@ OPT_IN = "CCI_KIND_VENDOR_GO"  # "1": run it (half an hour on 2 cores; CI's kind
 
 @pytest.fixture(scope="module", autouse=True)
 def kind_ready():
-    if os.environ.get(OPT_IN, "") in ("", "0"):
-        pytest.skip(f"vendor Go driver on kind: a certification run of about half an hour on 2 cores; set {OPT_IN}=1")
-    problem = toolchain.docker_problem()
-    if problem or not nodeimage.image_exists(nodeimage.default_image()):
-        pytest.skip(f"vendor Go driver on kind: {problem or 'no node image (cci-conformance kind build-node-image)'}")
+    skip_unless_opted_in(OPT_IN, "vendor Go driver on kind", "a certification run of about half an hour on 2 cores")
+    skip_unless_kind_ready("vendor Go driver on kind")
     if shutil.which("go") is None:
         pytest.skip("vendor Go driver on kind: go is not on PATH (the archive is built from the Go reference)")
 

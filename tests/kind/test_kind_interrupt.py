@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 from leftovers import assert_nothing_left, docker_words
+from readiness import skip_unless_kind_ready
 
-from cci_conformance.kind.cluster import toolchain
-from cci_conformance.kind.image import nodeimage
 from cci_conformance.waiting import wait_for
 
 pytestmark = [pytest.mark.kind, pytest.mark.slow]
@@ -38,9 +37,7 @@ MACHINES = {0: ["laptop-1s4c-smt2"], 2: ["laptop-1s4c-smt2", "sparse-offline"]}
 @pytest.mark.parametrize(("sig", "workers"), [(signal.SIGTERM, 0), (signal.SIGINT, 0), (signal.SIGTERM, 2)],
                          ids=["sigterm", "ctrl-c", "sigterm-two-workers"])
 def test_an_interrupted_kind_run_leaves_nothing(sig, workers, tmp_path):
-    problem = toolchain.docker_problem()
-    if problem or not nodeimage.image_exists(nodeimage.default_image()):
-        pytest.skip(f"kind interrupt: {problem or 'no node image (cci-conformance kind build-node-image)'}")
+    skip_unless_kind_ready("kind interrupt")
     prefix = f"cci-intr-{sig.name.lower()}-{workers}"
     report = tmp_path / "report"
     argv = [sys.executable, "-m", "cci_conformance", "run", "--backend", "kind", "--driver",

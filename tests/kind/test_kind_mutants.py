@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from readiness import skip_unless_kind_ready, skip_unless_opted_in
 
 from cci_conformance.kind.cluster import toolchain
-from cci_conformance.kind.image import nodeimage
 from cci_conformance.paths import MUTANTS_DIR
 
 pytestmark = [pytest.mark.kind, pytest.mark.slow]
@@ -47,11 +46,8 @@ OPT_IN = "CCI_KIND_MUTANTS"  # "1": run them (an hour on 2 cores: not part of CI
 
 @pytest.fixture(scope="module", autouse=True)
 def kind_ready():
-    if os.environ.get(OPT_IN, "") in ("", "0"):
-        pytest.skip(f"kind mutants: about an hour on 2 cores; set {OPT_IN}=1 to run them")
-    problem = toolchain.docker_problem()
-    if problem or not nodeimage.image_exists(nodeimage.default_image()):
-        pytest.skip(f"kind mutants: {problem or 'no node image (cci-conformance kind build-node-image)'}")
+    skip_unless_opted_in(OPT_IN, "kind mutants", "about an hour on 2 cores")
+    skip_unless_kind_ready("kind mutants")
 
 
 def _leftover_clusters(prefix: str) -> list[str]:
