@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -53,10 +54,20 @@ class ClaimSpec:
     socket: int | None = None
     # True: a ResourceClaimTemplate, so the pod gets a claim of its own (named in PodState.claims).
     template: bool = False
+    # JSON text of an object: opaque parameters for the driver (spec.devices.config[].opaque.parameters), "" none.
+    opaque: str = ""
 
     def __post_init__(self) -> None:
         if self.count < 1:
             raise ValueError(f"claim {self.name}: a claim asks for at least one CPU, not {self.count}")
+        if self.opaque:
+            try:
+                parsed = json.loads(self.opaque)
+            except ValueError as exc:
+                raise ValueError(f"claim {self.name}: opaque parameters are not JSON ({exc})") from None
+            if not isinstance(parsed, dict):
+                # the API server keeps parameters as a RawExtension, which must be a JSON object
+                raise ValueError(f"claim {self.name}: opaque parameters must be a JSON object, not {self.opaque!r}")
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,8 @@ FAULTS = {
     "empty-the-pool": "a claim of every CPU left runs, leaving shared containers none (upstream #295)",
     "ignore-static-pins": "a claim runs on CPUs the kubelet's static policy pinned to a Guaranteed pod (#134)",
     "release-on-stop": "a stopped claimed container's CPUs go to the shared pool until it is back (upstream #235)",
+    "ignore-opaque-config": "a claim's opaque parameters are never read: any config is prepared",
+    "vague-config-refusal": "a claim with opaque parameters is refused without naming the field",
 }
 BUCKETS = (0.1, 0.1536, 0.2354, 0.3608, 0.5530, 0.8475, 1.2988, 1.9905)
 
@@ -197,6 +199,13 @@ class FakeDraSession:
                 claim.cpus = cpus
         if pod.claims and not self._driver_up:
             pod.events.append("FailedPrepareDynamicResources: driver dra.cpu is not registered")
+            return
+        configured = [n for n in pod.claims if self._claims[n].spec.opaque]
+        if configured and "ignore-opaque-config" not in self.faults:
+            why = "invalid argument" if "vague-config-refusal" in self.faults else \
+                "status.allocation.devices.config[0].opaque.parameters: not a configuration this driver knows"
+            pod.events.append(f"FailedPrepareDynamicResources: Failed to prepare dynamic resources: claim "
+                              f"{configured[0]}: {why}")
             return
         conflict = self._pin_conflict(pod)
         if conflict:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from .api import ClaimSpec, PodSpec
 
 NAMESPACE = "default"
@@ -23,7 +25,12 @@ def _request(claim: ClaimSpec, driver: str) -> dict:
         selectors.append(f'device.attributes["{driver}"].socketID == {claim.socket}')
     if selectors:
         exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
-    return {"devices": {"requests": [{"name": "cpus", "exactly": exactly}]}}
+    devices: dict = {"requests": [{"name": "cpus", "exactly": exactly}]}
+    if claim.opaque:
+        # handed to the driver as is at NodePrepareResources (status.allocation.devices.config)
+        devices["config"] = [{"requests": ["cpus"],
+                              "opaque": {"driver": driver, "parameters": json.loads(claim.opaque)}}]
+    return {"devices": devices}
 
 
 def claim_object(claim: ClaimSpec, driver: str) -> dict:

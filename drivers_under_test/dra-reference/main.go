@@ -187,6 +187,12 @@ func serve(ctx context.Context, c config, client kubernetes.Interface,
 		return fmt.Errorf("start the kubelet plugin: %w", err)
 	}
 	defer helper.Stop()
+	if mut == mutant.ResetsOnKubeletRestart || mut == mutant.StaleUnprepares {
+		go watchRegistrations(ctx, func() (any, bool) {
+			s := helper.RegistrationStatus()
+			return s, s != nil
+		}, plugin.KubeletRegisteredAgain)
+	}
 	if err := helper.PublishResources(ctx, devices.Resources(c.nodeName, devs)); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while the first publication was still syncing
@@ -226,4 +232,30 @@ func serveHealth(ctx context.Context, addr string, ready func() bool) {
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
+}
+
+// registrationPoll is how often the two mutants that act on a kubelet restart look for a new registration.
+const registrationPoll = 50 * time.Millisecond
+
+// watchRegistrations calls again() for each registration by the kubelet after the first. The helper keeps
+// the last NotifyRegistrationStatus request, a new object per registration, so a change of it is one.
+func watchRegistrations(ctx context.Context, status func() (any, bool), again func()) {
+	tick := time.NewTicker(registrationPoll)
+	defer tick.Stop()
+	var last any
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now, registered := status()
+		if !registered || now == last {
+			continue
+		}
+		if last != nil {
+			again()
+		}
+		last = now
+	}
 }

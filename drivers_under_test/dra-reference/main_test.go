@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/mutant"
 )
@@ -50,8 +53,10 @@ func TestRepeatedProgramNameIsAnError(t *testing.T) {
 }
 
 func TestMutantNames(t *testing.T) {
-	if len(mutant.All()) != 11 {
-		t.Errorf("%d mutants, want the ten of issue 25 and ignores-kubelet-pins", len(mutant.All()))
+	// the ten of issue 25, ignores-kubelet-pins, and one for each requirement no mutant broke before (CLAIM-601,
+	// CLAIM-605, RESTART-601, RESTART-602, ROBUST-601)
+	if len(mutant.All()) != 16 {
+		t.Errorf("%d mutants, want 16", len(mutant.All()))
 	}
 	for _, name := range mutant.All() {
 		if m, err := mutant.Parse(name); err != nil || string(m) != name {
@@ -61,4 +66,38 @@ func TestMutantNames(t *testing.T) {
 	if _, err := mutant.Parse("nope"); err == nil || !strings.Contains(err.Error(), "slow-prepare") {
 		t.Errorf("unknown mutant: %v", err)
 	}
+}
+
+func TestWatchRegistrationsSignalsEachRegistrationAfterTheFirst(t *testing.T) {
+	type status struct{ n int }
+	var mu sync.Mutex
+	var current *status
+	set := func(s *status) { mu.Lock(); current = s; mu.Unlock() }
+	again := make(chan struct{}, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go watchRegistrations(ctx, func() (any, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		return current, current != nil
+	}, func() { again <- struct{}{} })
+	expect := func(want bool, what string) {
+		t.Helper()
+		select {
+		case <-again:
+			if !want {
+				t.Fatalf("%s: signalled", what)
+			}
+		case <-time.After(10 * registrationPoll):
+			if want {
+				t.Fatalf("%s: not signalled", what)
+			}
+		}
+	}
+	expect(false, "no registration yet")
+	set(&status{1})
+	expect(false, "the first registration")
+	set(&status{2})
+	expect(true, "a second registration (a kubelet restart)")
+	expect(false, "no new registration")
 }

@@ -16,7 +16,7 @@ DRIVER = PROJECT_ROOT / "drivers_under_test" / "dra-driver-cpu"
 CATALOG = SUITES_DIR / "dra" / "requirements.yaml"
 TOPOLOGIES = ("laptop-1s4c-smt2", "server-2s8c-smt2-intel")
 ALL = {"CLAIM-601", "CLAIM-602", "CLAIM-603", "CLAIM-604", "CLAIM-605", "CLAIM-606", "ACCT-601", "ACCT-602", "ACCT-603",
-       "RESTART-601", "RESTART-602", "RESTART-603", "RESTART-604", "RESTART-605", "REG-601", "LAT-601"}
+       "ROBUST-601", "RESTART-601", "RESTART-602", "RESTART-603", "RESTART-604", "RESTART-605", "REG-601", "LAT-601"}
 
 
 class VirtualClock:
@@ -108,18 +108,20 @@ def test_a_correct_node_passes_every_requirement_with_one_closed_session_per_mac
     # one CPU fewer a claim), which ACCT-602 refuses
     ("wrong-count", {"CLAIM-601", "CLAIM-603", "ACCT-602"}),
     ("shared-overlaps", {"ACCT-601", "RESTART-601", "RESTART-603", "RESTART-604", "RESTART-605"}),
-    ("starve-shared", {"ACCT-601", "RESTART-601", "RESTART-602", "RESTART-603", "RESTART-604"}),
+    ("starve-shared", {"ACCT-601", "RESTART-601", "RESTART-602", "RESTART-603", "RESTART-604", "ROBUST-601"}),
     ("share-claim-across-pods", {"CLAIM-606"}),
     # a stopped driver starts afresh too; the CPUs it forgot stay in the pool, over the later claim of RESTART-605
     ("forget-on-driver-restart", {"RESTART-603", "RESTART-604", "RESTART-605"}),
     ("reprepare-on-kubelet-restart", {"RESTART-601"}),
     # the leaked CPUs stay out of the pool for the rest of the run: the later pool checks see them too
-    ("leak-on-delete", {"RESTART-602", "RESTART-603", "RESTART-604"}),
+    ("leak-on-delete", {"RESTART-602", "RESTART-603", "RESTART-604", "ROBUST-601"}),
     ("slow-prepare", {"LAT-601"}),
     ("empty-the-pool", {"ACCT-602"}),
     ("ignore-static-pins", {"ACCT-603"}),
     ("release-on-stop", {"RESTART-605"}),
     ("publish-reserved", set()),  # policy none reserves nothing: REG-601 cannot tell (the static profile can)
+    ("ignore-opaque-config", {"ROBUST-601"}),
+    ("vague-config-refusal", {"ROBUST-601"}),
 ])
 def test_each_broken_rule_fails_its_requirement(pytester, fault, fails):
     # one machine with two NUMA nodes and SMT-2 has every rule at stake (the correct run takes both)

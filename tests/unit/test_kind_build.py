@@ -106,3 +106,31 @@ def test_cached_only_refuses_to_build_but_reuses(monkeypatch):
         cache.Step("demo", "v2").prepare()  # outside the block building is allowed again
     finally:
         shutil.rmtree(cache.cache_root(), ignore_errors=True)
+
+
+def test_the_exit_sweep_never_builds_kind_and_finds_it_when_built(monkeypatch):
+    """A failing pytester run of the DRA suites built kind at exit (30-60 s each, minutes per unit-test run): the
+    sweep asked through cache.cached_only(), whose context variable a module imported afresh does not see."""
+    from cci_conformance.kind.cci import run_cluster
+    from cci_conformance.kind.cluster import toolchain
+    from cci_conformance.kind.image import components, gobuild, versions
+
+    monkeypatch.setenv("CCI_KIND_CACHE", tempfile.mkdtemp(prefix="cci-test-cache-", dir="/tmp"))
+    monkeypatch.setattr(gobuild, "go_version", lambda: "go1.test")
+    monkeypatch.setattr(toolchain, "docker_problem", lambda: None)
+    monkeypatch.setattr(gobuild, "build", lambda component: (_ for _ in ()).throw(AssertionError("built")))
+    swept = []
+    monkeypatch.setattr(run_cluster, "delete_orphans", lambda kind: swept.append(kind) or [])
+    try:
+        assert toolchain.built_kind_binary() is None
+        run_cluster.sweep_orphans()  # nothing built: no build, no sweep
+        assert swept == []
+        step = gobuild.Step("go-kind", components.for_release(versions.CCI).kind, "go1.test")
+        step.prepare()
+        step.finish()
+        assert toolchain.built_kind_binary() == step.dir / "bin" / "kind"
+        run_cluster.sweep_orphans()
+        assert swept == [step.dir / "bin" / "kind"]
+    finally:
+        from cci_conformance.kind.image import cache
+        shutil.rmtree(cache.cache_root(), ignore_errors=True)

@@ -275,14 +275,14 @@ def sweep_orphans() -> None:
     """Delete the clusters of harness processes that no longer run (cluster.delete_orphans); best effort, and
     nothing at all on a host without docker or the kind binary."""
     from ..cluster import toolchain
-    from ..image import cache
 
     if toolchain.docker_problem():
         return
-    try:
-        with cache.cached_only():  # never a build at exit: without a built kind binary no cluster of ours runs
-            kind = toolchain.kind_binary()
-    except Exception:  # noqa: BLE001 - not built, or no Go to ask its version
+    # never a build at exit: without a built kind binary no cluster of ours runs. Asked of the cache's stamp, not
+    # through cache.cached_only(): a context variable of a module that pytester's in-process runs import afresh
+    # is not the one the older gobuild module reads, and every failing fake run built kind (30-60 s each)
+    kind = toolchain.built_kind_binary()
+    if kind is None:
         return
     with _signals_held():
         for orphan in delete_orphans(kind):

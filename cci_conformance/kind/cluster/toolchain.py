@@ -14,6 +14,15 @@ def kind_binary(release: versions.Release = versions.CCI) -> Path:
     return gobuild.build(components.for_release(release).kind) / "kind"
 
 
+def built_kind_binary(release: versions.Release = versions.CCI) -> Path | None:
+    """The kind binary when it was built before, else None (no build, no Go needed: None without one)."""
+    try:
+        found = gobuild.built(components.for_release(release).kind)
+    except (OSError, RuntimeError):  # no go toolchain to ask its version: nothing of ours was built here
+        return None
+    return found / "kind" if found else None
+
+
 def kubectl_binary(release: versions.Release = versions.CCI) -> Path:
     return gobuild.build(components.for_release(release).kubernetes) / "kubectl"
 

@@ -106,6 +106,12 @@ def write_wrapper_module(component: GoComponent, workdir: Path, log: Path,
     (workdir / "tools.go").write_text(f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n")
 
 
+def built(component: GoComponent) -> Path | None:
+    """The directory of the component's binaries when an earlier build left them, else None; never builds."""
+    step = Step(f"go-{component.name}", component, go_version())
+    return step.dir / "bin" if step.done else None
+
+
 @exclusive
 def build(component: GoComponent) -> Path:
     """Build (or reuse) the component's binaries; returns the directory holding them."""

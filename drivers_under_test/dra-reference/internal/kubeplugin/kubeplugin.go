@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -36,6 +37,18 @@ type Plugin struct {
 	Mutant     mutant.Name
 	// Fatal is called for background errors that retrying cannot fix; it should stop the driver.
 	Fatal func(error)
+	stale atomic.Bool // StaleUnprepares mutant: unprepares are ignored until the next prepare
+}
+
+// KubeletRegisteredAgain is told of every registration of the driver by the kubelet after the first
+// (a kubelet restart). A correct driver has nothing to do: its grants and the kubelet's claims survive.
+func (p *Plugin) KubeletRegisteredAgain() {
+	switch p.Mutant {
+	case mutant.ResetsOnKubeletRestart:
+		p.Engine.ForgetGrants()
+	case mutant.StaleUnprepares:
+		p.stale.Store(true)
+	}
 }
 
 var _ kubeletplugin.DRAPlugin = &Plugin{}
@@ -50,6 +63,7 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		case <-time.After(SlowPrepareDelay):
 		}
 	}
+	p.stale.Store(false)
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	for _, claim := range claims {
 		out[claim.UID] = p.prepare(claim)
@@ -92,7 +106,7 @@ func (p *Plugin) Request(claim *resourceapi.ResourceClaim) (pinning.Request, []r
 		return req, nil, fmt.Errorf("%s is not allocated", who)
 	}
 	for i, cfg := range claim.Status.Allocation.Devices.Config {
-		if cfg.Opaque != nil && cfg.Opaque.Driver == p.DriverName {
+		if cfg.Opaque != nil && cfg.Opaque.Driver == p.DriverName && p.Mutant != mutant.IgnoresOpaqueConfig {
 			return req, nil, fmt.Errorf("%s: status.allocation.devices.config[%d].opaque.parameters: this driver "+
 				"takes no parameters (the CPU count is the number of devices, or the consumed %q capacity); "+
 				"remove the opaque config of driver %s", who, i, devices.CapacityName(p.DriverName), p.DriverName)
@@ -153,6 +167,13 @@ func consumed(capacity map[resourceapi.QualifiedName]apiresource.Quantity, drive
 // UnprepareResourceClaims releases each claim's CPUs and deletes its CDI spec; unknown claims are fine.
 func (p *Plugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	out := make(map[types.UID]error, len(claims))
+	if p.stale.Load() {
+		for _, c := range claims {
+			klog.FromContext(ctx).Info("unprepare taken for a replay after a kubelet restart: nothing released", "claim", c.UID)
+			out[c.UID] = nil
+		}
+		return out, nil
+	}
 	for _, c := range claims {
 		err := p.Engine.Release(string(c.UID))
 		if err == nil {

@@ -144,6 +144,41 @@ func TestOpaqueConfigRefusedNamingTheField(t *testing.T) {
 	if res.Err == nil || !strings.Contains(res.Err.Error(), "status.allocation.devices.config[0].opaque.parameters") {
 		t.Errorf("opaque config: %v", res.Err)
 	}
+	if _, held := p.Engine.Held("u"); held {
+		t.Error("the refused claim holds CPUs")
+	}
+	ignoring := newPlugin(t, "laptop-1s4c-smt2", mutant.IgnoresOpaqueConfig)
+	if res := prepare(t, ignoring, c); res.Err != nil {
+		t.Errorf("the ignores-opaque-config mutant refused: %v", res.Err)
+	}
+}
+
+func TestMutantStaleUnprepares(t *testing.T) {
+	p := newPlugin(t, "laptop-1s4c-smt2", mutant.StaleUnprepares)
+	prepare(t, p, claim("u1", cpuDev("1")))
+	p.KubeletRegisteredAgain()
+	unprepare := func(uid string) {
+		t.Helper()
+		out, err := p.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: types.UID(uid)}})
+		if err != nil || out[types.UID(uid)] != nil {
+			t.Fatalf("unprepare %s: %v %v", uid, out, err)
+		}
+	}
+	unprepare("u1")
+	if _, held := p.Engine.Held("u1"); !held {
+		t.Fatal("the mutant released a claim unprepared after a re-registration")
+	}
+	prepare(t, p, claim("u2", cpuDev("2"))) // a prepare ends the window
+	unprepare("u1")
+	if _, held := p.Engine.Held("u1"); held {
+		t.Error("after the next prepare the unprepare was still ignored")
+	}
+	correct := newPlugin(t, "laptop-1s4c-smt2", mutant.None)
+	prepare(t, correct, claim("u1", cpuDev("1")))
+	correct.KubeletRegisteredAgain()
+	if _, held := correct.Engine.Held("u1"); !held {
+		t.Error("the correct driver dropped a grant on a kubelet re-registration")
+	}
 }
 
 func TestForeignOrMalformedDevicesRefused(t *testing.T) {

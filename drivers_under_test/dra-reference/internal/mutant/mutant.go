@@ -41,10 +41,25 @@ const (
 	// on CPUs its static policy pinned to a Guaranteed pod, the shared pool includes them, and the
 	// pinned containers are moved like any other (the driver before it read cpu_manager_state).
 	IgnoresKubeletPins Name = "ignores-kubelet-pins"
+	// ShortClaim: a container consuming a claim of more than one CPU is pinned to all of them but the
+	// highest; that CPU stays granted (out of the shared pool) and idle.
+	ShortClaim Name = "short-claim"
+	// FirstContainerOnly: a claim's CPUs go to the first container of its pod that consumes it; the
+	// pod's other containers naming the claim run in the shared pool.
+	FirstContainerOnly Name = "first-container-only"
+	// ResetsOnKubeletRestart: when the kubelet registers the driver again (its restart), the driver drops
+	// every grant as if nothing were prepared, moving claimed containers into the shared pool.
+	ResetsOnKubeletRestart Name = "resets-on-kubelet-restart"
+	// StaleUnprepares: after the kubelet registers the driver again, unprepare calls are taken for replays
+	// of ones already done and acknowledged without releasing anything, until the next prepare.
+	StaleUnprepares Name = "stale-unprepares"
+	// IgnoresOpaqueConfig: a claim's opaque parameters are never read, so any configuration is prepared.
+	IgnoresOpaqueConfig Name = "ignores-opaque-config"
 )
 
 var all = []Name{OverlappingGrants, SharedKeepsGranted, ForgetsOnRestart, NoSyncOnConnect, ReleasesOnStop,
-	EmptyPoolEverything, SplitsCores, WrongNUMAAttribute, SlowPrepare, SecondPodAllowed, IgnoresKubeletPins}
+	EmptyPoolEverything, SplitsCores, WrongNUMAAttribute, SlowPrepare, SecondPodAllowed, IgnoresKubeletPins,
+	ShortClaim, FirstContainerOnly, ResetsOnKubeletRestart, StaleUnprepares, IgnoresOpaqueConfig}
 
 // All returns every mutant's name, sorted.
 func All() []string {

@@ -40,6 +40,9 @@ func (e *Engine) desiredLocked(c Container) (cpuset.CPUSet, error) {
 	cpus := cpuset.New()
 	for _, uid := range c.Claims {
 		g, ok := e.grants[uid]
+		if !ok && e.mut == mutant.ResetsOnKubeletRestart {
+			continue // the fault: a grant it dropped is taken for no claim at all
+		}
 		if !ok {
 			return cpuset.New(), fmt.Errorf("container %s of pod %s carries claim %s, which this driver has not "+
 				"prepared (or prepared and forgot): refusing to guess its CPUs", c.Name, c.PodUID, uid)
@@ -49,7 +52,16 @@ func (e *Engine) desiredLocked(c Container) (cpuset.CPUSet, error) {
 				"exclusive CPUs serve one pod only (give each pod its own claim)", c.Name, c.PodUID,
 				g.claim.Namespace, g.claim.Name, g.claim.Pods[0])
 		}
+		if e.mut == mutant.FirstContainerOnly && g.owner != "" && g.owner != c.ContainerName {
+			continue // the fault: the claim went to another container of the pod
+		}
 		cpus = cpus.Union(g.cpus)
+	}
+	if cpus.IsEmpty() {
+		return e.sharedLocked(), nil // only a mutant skips every claim of a claimed container
+	}
+	if e.mut == mutant.ShortClaim && cpus.Size() > 1 {
+		cpus = cpus.Difference(cpuset.New(cpus.List()[cpus.Size()-1]))
 	}
 	return cpus, nil
 }
@@ -78,6 +90,13 @@ func (e *Engine) Create(c Container) (cpuset.CPUSet, []Update, error) {
 		}
 		e.containers[c.ID] = &container{c}
 		return cpuset.New(), e.updatesLocked(c.ID), nil
+	}
+	if e.mut == mutant.FirstContainerOnly {
+		for _, uid := range c.Claims {
+			if g, ok := e.grants[uid]; ok && g.owner == "" {
+				g.owner = c.ContainerName
+			}
+		}
 	}
 	cpus, err := e.desiredLocked(c)
 	if err != nil {

@@ -171,3 +171,42 @@ type testError string
 func (e testError) Error() string { return string(e) }
 
 const errTest = testError("runtime unavailable")
+
+func TestMutantShortClaim(t *testing.T) {
+	n := newNode(t, "laptop-1s4c-smt2", cpuset.New(0), mutant.ShortClaim)
+	n.grant(individual("a", 1, 5))
+	if cpus, _ := n.create(claimed("c1", "pod-a", "a")); cpus.String() != "1" {
+		t.Errorf("short-claim pinned the container to %s, want 1 (its claim 1,5 less the highest)", cpus)
+	}
+	if pool := n.e.SharedPool(); pool.Contains(5) {
+		t.Errorf("the CPU it left idle is in the pool %s; the fault keeps it granted", pool)
+	}
+}
+
+func TestMutantFirstContainerOnly(t *testing.T) {
+	n := newNode(t, "laptop-1s4c-smt2", cpuset.New(0), mutant.FirstContainerOnly)
+	n.grant(individual("a", 1, 5))
+	first := claimed("c1", "pod-a", "a")
+	first.ContainerName = "c0"
+	second := claimed("c2", "pod-a", "a")
+	second.ContainerName = "c1"
+	if cpus, _ := n.create(first); cpus.String() != "1,5" {
+		t.Errorf("the first container got %s, want its claim 1,5", cpus)
+	}
+	if cpus, _ := n.create(second); cpus.String() != "2-4,6-7" {
+		t.Errorf("the second container of the pod got %s, want the pool 2-4,6-7 (the fault)", cpus)
+	}
+}
+
+func TestMutantResetsOnKubeletRestart(t *testing.T) {
+	n := newNode(t, "laptop-1s4c-smt2", cpuset.New(0), mutant.ResetsOnKubeletRestart)
+	n.grant(individual("a", 1, 5))
+	n.create(claimed("c1", "pod-a", "a"))
+	n.e.ForgetGrants()
+	if got := lastPush(n)["c1"]; got != "1-7" {
+		t.Errorf("after the reset c1 was moved to %q, want the whole pool 1-7 (the fault)", got)
+	}
+	if _, held := n.e.Held("a"); held {
+		t.Error("claim a is still held after ForgetGrants")
+	}
+}

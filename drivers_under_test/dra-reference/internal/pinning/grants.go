@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"k8s.io/klog/v2"
 	"k8s.io/utils/cpuset"
 
 	"github.com/cci-conformance/cci-conformance/drivers_under_test/dra-reference/internal/alloc"
@@ -59,7 +60,8 @@ type Engine struct {
 type grant struct {
 	claim    checkpoint.Claim
 	cpus     cpuset.CPUSet
-	released bool // only the ReleasesOnStop mutant sets it
+	released bool   // only the ReleasesOnStop mutant sets it
+	owner    string // only the FirstContainerOnly mutant sets it: the container name that took the claim
 }
 
 // New loads the checkpoint and checks it against the machine: every granted CPU must still be offered
@@ -234,6 +236,19 @@ func (e *Engine) Release(uid string) error {
 	e.mu.Unlock()
 	e.push() // the shared pool grew: widen running shared containers
 	return nil
+}
+
+// ForgetGrants drops every grant and moves the containers accordingly: the ResetsOnKubeletRestart
+// mutant's answer to a kubelet restart (a correct driver keeps its grants: the kubelet keeps its claims).
+func (e *Engine) ForgetGrants() {
+	e.mu.Lock()
+	e.grants = map[string]*grant{}
+	err := e.saveLocked()
+	e.mu.Unlock()
+	if err != nil {
+		klog.ErrorS(err, "checkpoint after dropping the grants")
+	}
+	e.push()
 }
 
 func (e *Engine) saveLocked() error {
