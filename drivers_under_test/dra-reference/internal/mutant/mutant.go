@@ -14,14 +14,17 @@ type Name string
 const (
 	None Name = ""
 	// OverlappingGrants: under load (a claim prepared while another is held) the double-allocation
-	// check and the free set ignore the other claims' CPUs, so grants overlap.
+	// check and the free set ignore the other claims' CPUs, so grants overlap (grouped mode), and a
+	// claimed container is also given a CPU of another held claim (individual mode, where the
+	// scheduler's allocation alone never overlaps).
 	OverlappingGrants Name = "overlapping-grants"
 	// SharedKeepsGranted: the shared pool keeps the lowest CPU of every grant.
 	SharedKeepsGranted Name = "shared-keeps-granted"
 	// ForgetsOnRestart: the checkpoint is written but never read back on start.
 	ForgetsOnRestart Name = "forgets-on-restart"
-	// NoSyncOnConnect: on (re)connecting to the runtime, running containers are left as they are,
-	// so containers created while the driver was down keep every CPU.
+	// NoSyncOnConnect: on (re)connecting to the runtime, running containers are neither moved nor
+	// remembered, so containers created while the driver was down keep every CPU, even after later
+	// changes of the pool (the driver tracks only the containers it saw created).
 	NoSyncOnConnect Name = "no-sync-on-connect"
 	// ReleasesOnStop: a claimed container's stop returns its claim's CPUs to the shared pool while
 	// the claim is still prepared (dra-driver-cpu #235 class).

@@ -60,6 +60,14 @@ func (e *Engine) desiredLocked(c Container) (cpuset.CPUSet, error) {
 	if cpus.IsEmpty() {
 		return e.sharedLocked(), nil // only a mutant skips every claim of a claimed container
 	}
+	if e.mut == mutant.OverlappingGrants {
+		for uid, g := range e.grants {
+			if !contains(c.Claims, uid) && !g.cpus.IsEmpty() {
+				cpus = cpus.Union(cpuset.New(g.cpus.List()[0])) // the fault: a CPU another claim holds
+				break
+			}
+		}
+	}
 	if e.mut == mutant.ShortClaim && cpus.Size() > 1 {
 		cpus = cpus.Difference(cpuset.New(cpus.List()[cpus.Size()-1]))
 	}
@@ -142,11 +150,11 @@ func (e *Engine) Synchronize(running []Container) []Update {
 	defer e.mu.Unlock()
 	_ = e.readPinsLocked()
 	e.containers = map[string]*container{}
+	if e.mut == mutant.NoSyncOnConnect {
+		return nil // the fault: the running containers are not looked at
+	}
 	for _, c := range running {
 		e.containers[c.ID] = &container{c}
-	}
-	if e.mut == mutant.NoSyncOnConnect {
-		return nil
 	}
 	return e.updatesLocked("")
 }

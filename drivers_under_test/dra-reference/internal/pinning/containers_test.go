@@ -149,6 +149,23 @@ func TestMutantNoSyncOnConnect(t *testing.T) {
 	if updates := n.e.Synchronize([]pinning.Container{late}); len(updates) != 0 {
 		t.Errorf("the mutant updated %v on connect", updates)
 	}
+	// nor later: it never learnt the container, so a change of the pool does not move it either
+	n.grant(individual("b", 2, 6))
+	if got, moved := lastPush(n)["late"]; moved {
+		t.Errorf("the mutant moved the container it did not sync to %s at the next grant", got)
+	}
+}
+
+func TestMutantOverlappingGrantsPinsACPUOfAnotherClaim(t *testing.T) {
+	n := newNode(t, "laptop-1s4c-smt2", cpuset.New(), mutant.OverlappingGrants)
+	n.grant(individual("a", 1, 5))
+	if cpus, _ := n.create(claimed("c1", "pod-a", "a")); cpus.String() != "1,5" {
+		t.Errorf("the only claimed container got %s, want its claim 1,5", cpus)
+	}
+	n.grant(individual("b", 2, 6))
+	if cpus, _ := n.create(claimed("c2", "pod-b", "b")); cpus.String() != "1-2,6" {
+		t.Errorf("the second claimed container got %s, want 2,6 plus a's CPU 1 (the fault)", cpus)
+	}
 }
 
 func TestFailedPushIsSentAgain(t *testing.T) {
