@@ -10,7 +10,7 @@ import sys
 from ..errors import ConfigError
 from ..node.profile import load_config
 from ..topology import library
-from . import dracpu, dracpu_certify
+from . import dracpu
 from .cluster import lifecycle, toolchain
 from .cluster.config import ClusterPlan, NodePlan
 from .image import cache, kubelet_hooks, nodeimage, versions
@@ -127,5 +127,4 @@ def add_parser(subparsers) -> None:
     hooks.add_argument("--verbose", action="store_true", help="go test -v")
     hooks.set_defaults(handler=_test_hooks)
     dracpu.add_parser(sub)  # build-dra-cpu: kubernetes-sigs/dra-driver-cpu image archives
-    dracpu_certify.add_parser(sub)  # certify-dra-cpu: the dra-cpu profile on kind
     parser.set_defaults(handler=lambda args: parser.print_help() or 2)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from cci_conformance.kind import dracpu_certify, dracpu_log, dracpu_pods, dracpu_slices
+from cci_conformance.kind import dracpu_log, dracpu_pods, dracpu_slices
 from cci_conformance.kind.dracpu_log import Grant, Replay
 from cci_conformance.topology import library
 
@@ -157,45 +157,8 @@ def test_claims_and_pods_go_through_the_scheduler():
     assert sum(dracpu_pods.fill_counts(70)) == 70
 
 
-def test_verdicts_take_the_worst_finding_and_name_what_was_not_run():
-    run = {"findings": [{"requirement": "ACCT-501", "verdict": "pass", "scenario": "a", "evidence": []},
-                        {"requirement": "ACCT-501", "verdict": "fail", "scenario": "b", "evidence": ["x"]}],
-           "errors": ["steady: boom"]}
-    out = dracpu_certify.verdicts(run, ["ACCT-501", "CLAIM-501", "ROBUST-502"])
-    assert out["ACCT-501"]["scenario"] == "b"
-    assert out["CLAIM-501"]["verdict"] == "not run" and "boom" in out["CLAIM-501"]["evidence"][0]
-    assert "static" in out["ROBUST-502"]["evidence"][0]
 
 
-def test_cluster_plan_keeps_the_kubelet_policy_none():
-    plan = dracpu_certify.cluster_plan("cci-x", "laptop-1s4c-smt2", "img")
-    assert plan.nodes[1].profile is None and plan.nodes[1].topology.name == "laptop-1s4c-smt2"
-
-
-def test_static_policy_plan_pins_with_the_kubelet_and_reserves_cpu0():
-    from cci_conformance.kind import dracpu_static
-
-    plan = dracpu_static.cluster_plan("cci-x", "laptop-1s4c-smt2", "img")
-    assert plan.nodes[1].profile.policy == "static" and plan.nodes[1].profile.reserved == frozenset({0})
-    pod = dracpu_static._guaranteed("g", "w", "pause")
-    resources = pod["spec"]["containers"][0]["resources"]
-    assert resources["requests"] == resources["limits"] == {"cpu": "1", "memory": "64Mi"}
-
-
-def test_policy_none_worker_shows_the_faked_machine_to_the_driver_only(tmp_path):
-    from cci_conformance.kind.cluster.config import kind_config
-    from cci_conformance.kind.dracpu_manifests import DriverDeployment, daemonset, unmounted_reads
-
-    plan = dracpu_certify.cluster_plan("cci-x", "laptop-1s4c-smt2", "img")
-    mounts = {m["containerPath"] for m in kind_config(plan, tmp_path)["nodes"][1]["extraMounts"]}
-    # Nothing over the node's own /sys: the kubelet (policy none) sees the real host.
-    assert mounts == {"/var/lib/cci-machine/sys/devices/system/cpu", "/var/lib/cci-machine/sys/devices/system/node",
-                      "/var/lib/cci-machine/proc/cpuinfo"}
-    deployment = DriverDeployment("img:v1", "w", node_sysfs=dracpu_certify.node_sysfs(plan.nodes[1]))
-    ds = daemonset(deployment)
-    paths = {v["hostPath"]["path"] for v in ds["spec"]["template"]["spec"]["volumes"]}
-    assert {"/var/lib/cci-machine/sys/devices/system/cpu", "/var/lib/cci-machine/sys/devices/system/node"} <= paths
-    assert unmounted_reads(ds, deployment.sysfs_reads()) == []
 
 
 def test_a_pod_can_hold_its_prepared_claim_before_its_container_exists():
@@ -205,17 +168,6 @@ def test_a_pod_can_hold_its_prepared_claim_before_its_container_exists():
     assert pod["spec"]["containers"][0]["resources"]["claims"] == [{"name": "r0"}]
     assert "initContainers" not in dracpu_pods.pod("p", "w", "pause", ("c1",))["spec"]
 
-
-def test_grouped_claims_ask_for_capacity_of_one_group_device_and_the_cluster_gets_the_gate(tmp_path):
-    from cci_conformance.kind.cluster.config import kind_config
-    from cci_conformance.kind.dracpu_manifests import DriverDeployment, feature_gates
-
-    exactly = dracpu_pods.claim("c", 3, grouped=True)["spec"]["devices"]["requests"][0]["exactly"]
-    assert exactly["count"] == 1 and exactly["capacity"] == {"requests": {"dra.cpu/cpu": "3"}}
-    plan = dracpu_certify.cluster_plan("cci-x", "laptop-1s4c-smt2", "img")
-    assert "featureGates" not in kind_config(plan, tmp_path / "a")
-    plan.feature_gates = feature_gates(DriverDeployment("img:v1", "w", device_mode="grouped"))
-    assert kind_config(plan, tmp_path / "b")["featureGates"] == {"DRAConsumableCapacity": True}
 
 
 def test_group_devices_against_numa_nodes():
