@@ -45,8 +45,8 @@ def build(manifest: DriverManifest) -> DraDriverImage:
     if not manifest.version:
         raise ConfigError("a module build needs the version to fetch", file=str(manifest.path), field="version",
                           fix="set version: to a tag the module proxy serves, e.g. v0.2.0")
-    from ..kind import dracpu
+    from . import upstream_image
 
-    built_cpu = dracpu.build_image(manifest.version)
+    built_cpu = upstream_image.build_image(manifest.version)
     return DraDriverImage(built_cpu.reference, built_cpu.archive, "/dracpu", manifest.dra_driver, manifest.dra_args,
                           built_cpu.reused)

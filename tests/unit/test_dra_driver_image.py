@@ -6,11 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from cci_conformance.dra import driver_image
+from cci_conformance.dra import driver_image, upstream_image
+from cci_conformance.dra.deployment import DriverDeployment, objects
 from cci_conformance.drivers.manifest import load_manifest
 from cci_conformance.errors import ConfigError
-from cci_conformance.kind import dracpu
-from cci_conformance.kind.dracpu_manifests import DriverDeployment, objects
 from cci_conformance.kind.image import dra_reference_driver
 from cci_conformance.paths import DRIVERS_DIR
 
@@ -25,7 +24,7 @@ def builds(monkeypatch):
             return SimpleNamespace(reference=f"{kind}:1", archive=None, reused=False)
         return build
     monkeypatch.setattr(dra_reference_driver, "build_image", built("source"))
-    monkeypatch.setattr(dracpu, "build_image", built("module"))
+    monkeypatch.setattr(upstream_image, "build_image", built("module"))
     return made
 
 

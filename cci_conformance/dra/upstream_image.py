@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
-from .image import gobuild
-from .image.cache import Step, exclusive
-from .image.gobuild import GoComponent
-from .image.oci_archive import ImageSpec, write_archive
-from .runner import CommandFailed, run, say
+from ..kind.image import gobuild
+from ..kind.image.cache import Step, exclusive
+from ..kind.image.gobuild import GoComponent
+from ..kind.image.oci_archive import ImageSpec, write_archive
+from ..kind.runner import CommandFailed, run, say
 
 MODULE = "github.com/kubernetes-sigs/dra-driver-cpu"
 MAIN_PACKAGE = f"{MODULE}/cmd/dracpu"
