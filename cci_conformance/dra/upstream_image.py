@@ -20,6 +20,7 @@ MAIN_PACKAGE = f"{MODULE}/cmd/dracpu"
 # The image is never pulled: it is loaded into the nodes with `kind load image-archive`, and the
 # DaemonSet says imagePullPolicy: Never. `localhost/` keeps it from ever resolving to a registry.
 IMAGE_REPOSITORY = "localhost/cci-conformance/dra-driver-cpu"
+PROGRAM = "/dracpu"  # where upstream's Dockerfile puts the binary; the DaemonSet's command starts with it
 
 
 @dataclass(frozen=True)
@@ -89,9 +90,9 @@ def image_spec(binary: Path, version: str) -> ImageSpec:
     """
     return ImageSpec(
         reference=image_reference(version),
-        files={"/dracpu": binary},
+        files={PROGRAM: binary},
         symlinks={"/dracpu-gatherinfo": "dracpu"},
-        entrypoint=["/dracpu"],
+        entrypoint=[PROGRAM],
     )
 
 
