@@ -17,13 +17,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_ignore_collect(collection_path, config: pytest.Config):
-    """suites/dra_cpu and suites/dra certify DRA drivers on kind: a run of a CCI driver never collects them.
+    """suites/dra certifies DRA drivers on kind: a run of a CCI driver never collects it.
 
-    Its tests name requirements of its own catalog (suites/dra_cpu/requirements.yaml), unknown to
+    Its tests name requirements of its own catalog (suites/dra/requirements.yaml), unknown to
     the CCI catalog, and need kind clusters; `cci-conformance run` picks that folder for a manifest
     with protocol dra/v1 (docs/dra-cpu.md).
     """
-    if collection_path.name not in ("dra_cpu", "dra") or collection_path.parent != Path(__file__).parent:
+    if collection_path.name != "dra" or collection_path.parent != Path(__file__).parent:
         return None
     from cci_conformance.certify.stash import SETTINGS
 

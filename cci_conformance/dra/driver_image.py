@@ -27,17 +27,19 @@ def build(manifest: DriverManifest) -> DraDriverImage:
     """Build (or take from the cache) the image ``manifest`` describes; ConfigError names what cannot be built.
 
     ``dra.source``: the Go module in that folder, its main package ``dra.main`` (default its root), one static
-    binary on an empty layer (our reference driver, a vendor's tree, an upstream checkout). Else ``dra.module`` at
-    ``version`` from the module proxy, which the harness knows how to build for dra-driver-cpu only (its main
-    package is cmd/dracpu).
+    binary on an empty layer, built as a CCI driver's ``kind.source`` is (kind/image/go_source.py; our reference
+    driver, its mutants, a vendor's tree, an upstream checkout). Else ``dra.module`` at ``version`` from the module
+    proxy, which the harness knows how to build for dra-driver-cpu only (upstream_image.py; its main package is
+    cmd/dracpu).
     """
     if manifest.dra_source is not None:
-        from ..kind.image import dra_reference_driver  # Go and the build cache only when a node is opened
+        from ..kind.image import go_source  # Go and the build cache only when a node is opened
 
-        built = dra_reference_driver.build_image(manifest.dra_source, manifest.dra_main)
-        program = "/" + dra_reference_driver.program_name(manifest.dra_source, manifest.dra_main)
-        return DraDriverImage(built.reference, built.archive, program, manifest.dra_driver, manifest.dra_args,
-                              built.reused)
+        # the repository is named after the program, not the manifest: the mutants share our reference's build
+        built = go_source.build_image(manifest.dra_source, manifest.dra_main, file=str(manifest.path),
+                                      field="dra.source")
+        return DraDriverImage(built.reference, built.archive, "/" + built.binary.name, manifest.dra_driver,
+                              manifest.dra_args, built.reused)
     if manifest.dra_module != DRA_DRIVER_CPU:
         raise ConfigError(f"the harness builds {DRA_DRIVER_CPU} from the module proxy, not {manifest.dra_module}",
                           file=str(manifest.path), field="dra.source",
@@ -45,8 +47,8 @@ def build(manifest: DriverManifest) -> DraDriverImage:
     if not manifest.version:
         raise ConfigError("a module build needs the version to fetch", file=str(manifest.path), field="version",
                           fix="set version: to a tag the module proxy serves, e.g. v0.2.0")
-    from ..kind import dracpu
+    from . import upstream_image
 
-    built_cpu = dracpu.build_image(manifest.version)
-    return DraDriverImage(built_cpu.reference, built_cpu.archive, "/dracpu", manifest.dra_driver, manifest.dra_args,
-                          built_cpu.reused)
+    built_cpu = upstream_image.build_image(manifest.version)
+    return DraDriverImage(built_cpu.reference, built_cpu.archive, upstream_image.PROGRAM, manifest.dra_driver,
+                          manifest.dra_args, built_cpu.reused)

@@ -15,8 +15,6 @@ from ..kind.cluster import toolchain
 from ..kind.cluster.config import ClusterPlan, NodePlan
 from ..kind.cluster.cpuset_log import Record
 from ..kind.cluster.lifecycle import KindCluster, owned_name
-from ..kind.dracpu_manifests import NAMESPACE, DriverDeployment
-from ..kind.dracpu_session import DraCpuSession
 from ..kind.image import nodeimage, versions
 from ..kind.runner import CommandFailed
 from ..node.profile import parse_config
@@ -33,8 +31,10 @@ from .api import (
     PodSpec,
     PodState,
 )
+from .deployment import NAMESPACE, DriverDeployment
 from .objects import NAMESPACE as POD_NS
 from .objects import pod_objects
+from .worker import Worker
 
 # The faked machine is shown to the driver only (its sysfs hostPaths point here); with policy none the kubelet
 # sees the real host, which it needs: it writes every CPU it sees into the kubepods cpuset (docs/dra-cpu.md).
@@ -54,9 +54,9 @@ class KindDraSession:
 
     backend_name = "kind"
 
-    def __init__(self, cluster: KindCluster, inner: DraCpuSession, config: DraSessionConfig, driver_name: str):
-        self.cluster, self.inner, self.config = cluster, inner, config
-        self.topology, self.profile, self.node = config.topology, config.profile, inner.node
+    def __init__(self, cluster: KindCluster, worker: Worker, config: DraSessionConfig, driver_name: str):
+        self.cluster, self.worker, self.config = cluster, worker, config
+        self.topology, self.profile, self.node = config.topology, config.profile, worker.node
         self.driver_name = driver_name
         self.facts: dict[str, str] = {}
         # the kubelet sees the real host under policy none: its cgroups say nothing about the faked CPUs
@@ -92,12 +92,12 @@ class KindDraSession:
                                           extra_args=built.args,
                                           hybrid=bool(config.topology.core_types), node_sysfs=sysfs,
                                           reserved_cpus=config.profile.reserved)
-            inner = DraCpuSession(cluster, node, config.topology, deployment)
-            inner.deploy(built.archive, built.reference)
+            worker = Worker(cluster, node, deployment)
+            worker.deploy(built.archive)
         except BaseException:
             cluster.delete()
             raise
-        session = cls(cluster, inner, config, built.driver_name)
+        session = cls(cluster, worker, config, built.driver_name)
         # report.json run.backend_facts, in the shape the CCI kind backend gives them (report.schema.json)
         session.facts = {"node_image": image, "clusters": [name],
                          "driver_image": {"reference": built.reference, "origin": "go build",
@@ -106,11 +106,11 @@ class KindDraSession:
 
     # -- pods and claims --------------------------------------------------------------------------
     def _pause_image(self) -> str:
-        self._pause = self._pause or self.inner.pause()
+        self._pause = self._pause or self.worker.pause()
         return self._pause
 
     def create_pod(self, pod: PodSpec, *, wait: bool = True, timeout: float = 120) -> PodState:
-        self.inner.apply(*pod_objects(pod, self.node, self._pause_image(), self.driver_name))
+        self.worker.apply(*pod_objects(pod, self.node, self._pause_image(), self.driver_name))
         if wait:
             try:
                 wait_for(lambda: self.pod(pod.name, events=False).running, timeout=timeout, interval=0.5,
@@ -121,7 +121,7 @@ class KindDraSession:
 
     def pod(self, name: str, *, events: bool = True) -> PodState:
         """The pod as the API server has it; ``events=False`` spares a polling loop one kubectl call a round."""
-        raw = self.inner.get("pod", name)
+        raw = self.worker.get("pod", name)
         status = raw.get("status", {})
         containers = tuple(ContainerState(c["name"], c.get("containerID", "").split("://")[-1],
                                           bool(c.get("state", {}).get("running")), c.get("restartCount", 0))
@@ -132,7 +132,7 @@ class KindDraSession:
         claims += tuple(c["resourceClaimName"] for c in raw["spec"].get("resourceClaims", [])
                         if c.get("resourceClaimName"))
         return PodState(name, raw["metadata"]["uid"], status.get("phase", ""), containers, tuple(dict.fromkeys(claims)),
-                        tuple(self.inner.pod_events(name)) if events else (), _start_seconds(status))
+                        tuple(self.worker.pod_events(name)) if events else (), _start_seconds(status))
 
     def delete_pod(self, name: str, *, timeout: float = 120) -> None:
         raw = json.loads(self.cluster.kubectl("get", "pod", name, "-n", POD_NS, "-o", "json", "--ignore-not-found")
@@ -145,11 +145,11 @@ class KindDraSession:
             self.cluster.kubectl("delete", "pod", name, "-n", POD_NS, "--ignore-not-found", "--wait=false")
             self._deleted_while_down.append((name, made))
             return
-        self.inner.delete("pod", name, timeout=timeout)
-        self.inner.delete("resourceclaim", *made, timeout=timeout)
+        self.worker.delete("pod", name, timeout=timeout)
+        self.worker.delete("resourceclaim", *made, timeout=timeout)
 
     def allocation(self, claim: str) -> Allocation:
-        raw = self.inner.get("resourceclaim", claim)
+        raw = self.worker.get("resourceclaim", claim)
         results = ((raw.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", [])
         mine = [r for r in results if r.get("driver") == self.driver_name]
         cpu_of = {d.name: d.cpu for d in self.slices()}
@@ -159,7 +159,7 @@ class KindDraSession:
 
     def slices(self) -> tuple[Device, ...]:
         out = []
-        for name, published in sorted(self.inner.published().items()):
+        for name, published in sorted(self.worker.published().items()):
             attrs = qualified(published, self.driver_name)
             cpu, numa, socket, core = (attrs.get(f"{self.driver_name}/{key}")
                                        for key in ("cpuID", "numaNodeID", "socketID", "coreID"))
@@ -167,14 +167,14 @@ class KindDraSession:
         return tuple(out)
 
     def cpuset_records(self) -> tuple[Record, ...]:
-        return tuple(self.inner.log_records())
+        return tuple(self.worker.log_records())
 
     def running_container_ids(self) -> frozenset[str]:
-        return frozenset(self.inner.running_ids())
+        return frozenset(self.worker.running_ids())
 
     # -- the kubelet, the driver, a container --------------------------------------------------------
     def _kubelet_pid(self) -> str:
-        return self.inner.node_exec("systemctl", "show", "-p", "MainPID", "--value", "kubelet").strip()
+        return self.worker.node_exec("systemctl", "show", "-p", "MainPID", "--value", "kubelet").strip()
 
     def _wait_kubelet(self, old_pid: str) -> None:
         def back() -> bool:
@@ -182,7 +182,7 @@ class KindDraSession:
             return pid not in ("", "0", old_pid) and self._kubelet_healthy()
         wait_for(back, timeout=KUBELET_TIMEOUT_S, interval=1.0, what=f"the kubelet of {self.node} back and healthy")
         # the restarted kubelet re-registers the driver (plugin watcher) before it prepares anything new
-        self.inner.wait_slices()
+        self.worker.wait_slices()
 
     def _kubelet_healthy(self) -> bool:
         # through the API server's node proxy (the kubelet's port 10250), as the CCI session asks: the vanilla
@@ -196,51 +196,51 @@ class KindDraSession:
     def restart_kubelet(self, hard: bool = True) -> None:
         old = self._kubelet_pid()
         if hard:
-            self.inner.node_exec("kill", "-9", old)  # systemd restarts it (Restart=always, kubelet.service)
+            self.worker.node_exec("kill", "-9", old)  # systemd restarts it (Restart=always, kubelet.service)
         else:
-            self.inner.node_exec("systemctl", "restart", "kubelet")
+            self.worker.node_exec("systemctl", "restart", "kubelet")
         self._wait_kubelet(old)
 
     def stop_kubelet(self) -> None:
         self._stopped_pid = self._kubelet_pid()
-        self.inner.node_exec("systemctl", "stop", "kubelet")
+        self.worker.node_exec("systemctl", "stop", "kubelet")
         self._deleted_while_down = []
 
     def start_kubelet(self) -> None:
-        self.inner.node_exec("systemctl", "start", "kubelet")
+        self.worker.node_exec("systemctl", "start", "kubelet")
         self._wait_kubelet(getattr(self, "_stopped_pid", ""))
         pending, self._deleted_while_down = self._deleted_while_down or [], None
         for name, made in pending:
-            self.inner.delete("pod", name, timeout=KUBELET_TIMEOUT_S)
-            self.inner.delete("resourceclaim", *made, timeout=KUBELET_TIMEOUT_S)
+            self.worker.delete("pod", name, timeout=KUBELET_TIMEOUT_S)
+            self.worker.delete("resourceclaim", *made, timeout=KUBELET_TIMEOUT_S)
 
     def restart_driver(self, hard: bool = True) -> None:
         if hard:
-            pod = self.inner.driver_pod()
+            pod = self.worker.driver_pod()
             self.cluster.kubectl("delete", "pod", pod["metadata"]["name"], "-n", NAMESPACE, "--grace-period=0",
                                  "--force", timeout=60)
-            self.inner.wait_driver_ready()
+            self.worker.wait_driver_ready()
         else:
-            self.inner.restart_driver()
-        self.inner.wait_slices()
+            self.worker.restart_driver()
+        self.worker.wait_slices()
 
     def stop_driver(self) -> None:
-        self.inner.pause_driver()
+        self.worker.pause_driver()
 
     def start_driver(self) -> None:
-        self.inner.resume_driver()
-        self.inner.wait_slices()
+        self.worker.resume_driver()
+        self.worker.wait_slices()
 
     def stop_container(self, pod: str, container: str) -> None:
-        self.inner.stop_container(self.pod(pod).container(container).container_id)
+        self.worker.stop_container(self.pod(pod).container(container).container_id)
 
     # -- what the kubelet keeps --------------------------------------------------------------------
     def effective_cpus(self, pod: str, container: str) -> CPUs:
         raise NotImplementedError("cpuset-effective: the kubelet of this worker sees the host, not the faked machine")
 
     def checkpoints(self) -> KubeletCheckpoints:
-        dra = self.inner.node_exec("sh", "-c", f"cat {kubelet_state.DRA_STATE_PATH} 2>/dev/null || true")
-        cpu = self.inner.node_exec("cat", kubelet_state.CPU_STATE_PATH)
+        dra = self.worker.node_exec("sh", "-c", f"cat {kubelet_state.DRA_STATE_PATH} 2>/dev/null || true")
+        cpu = self.worker.node_exec("cat", kubelet_state.CPU_STATE_PATH)
         return kubelet_state.checkpoints(dra, cpu.encode())
 
     def metrics(self) -> KubeletMetrics:
@@ -251,14 +251,14 @@ class KindDraSession:
 
     def collect_evidence(self, dest: Path) -> list[Path]:
         """Recorder log, kubelet/containerd journals, driver log, the kubelet's two state files, pods and claims."""
-        self.inner.save_artifacts(dest)
+        self.worker.save_artifacts(dest)
         sources = {
             "dra_manager_state": ("sh", "-c", f"cat {kubelet_state.DRA_STATE_PATH} 2>&1 || true"),
             "cpu_manager_state": ("sh", "-c", f"cat {kubelet_state.CPU_STATE_PATH} 2>&1 || true"),
         }
         for name, argv in sources.items():
             try:
-                (dest / name).write_text(self.inner.node_exec(*argv))
+                (dest / name).write_text(self.worker.node_exec(*argv))
             except CommandFailed as exc:
                 (dest / name).write_text(str(exc))
         try:

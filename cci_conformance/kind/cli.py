@@ -7,10 +7,10 @@ import json
 import re
 import sys
 
+from ..dra import upstream_image
 from ..errors import ConfigError
 from ..node.profile import load_config
 from ..topology import library
-from . import dracpu, dracpu_certify
 from .cluster import lifecycle, toolchain
 from .cluster.config import ClusterPlan, NodePlan
 from .image import cache, kubelet_hooks, nodeimage, versions
@@ -126,6 +126,5 @@ def add_parser(subparsers) -> None:
                            "patched Kubernetes source tree (kubelet-cci/testdata/hooks)")
     hooks.add_argument("--verbose", action="store_true", help="go test -v")
     hooks.set_defaults(handler=_test_hooks)
-    dracpu.add_parser(sub)  # build-dra-cpu: kubernetes-sigs/dra-driver-cpu image archives
-    dracpu_certify.add_parser(sub)  # certify-dra-cpu: the dra-cpu profile on kind
+    upstream_image.add_parser(sub)  # build-dra-cpu: kubernetes-sigs/dra-driver-cpu image archives
     parser.set_defaults(handler=lambda args: parser.print_help() or 2)

@@ -15,8 +15,7 @@ POD_START_P99_S = 5.0  # pod startup SLO (sig-scalability pod_startup_latency.md
 # The kubelet times calls and pod starts by the wall clock, and a kind node's processes share the host's CPUs: over
 # this many runnable tasks per CPU (5-min load average) a task waits about as long as it runs, so a figure over
 # budget measured the host's run queue. Then the requirement is untested with the load named, never failed for it;
-# a pass stays a pass (within budget even there). The dra-cpu profile's LAT-501 has the same rule
-# (suites/dra_cpu/latency.yaml, host.max_load_per_cpu).
+# a pass stays a pass (within budget even there).
 HOST_MAX_LOAD_PER_CPU = 2.0
 
 

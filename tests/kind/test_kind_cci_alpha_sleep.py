@@ -32,7 +32,7 @@ RECONCILE_WAIT_S = 25.0
 
 @pytest.fixture(scope="module")
 def sleeping(node_image, tmp_path_factory):
-    """A control plane and one policy-none worker whose kubelet sees the real host (as the dra-cpu workers)."""
+    """A control plane and one policy-none worker whose kubelet sees the real host (as the DRA suites' workers)."""
     prefix = os.environ.get("CCI_KIND_E2E_PREFIX", "cci-e2e")
     plan = ClusterPlan(f"{prefix}-sleep-{os.getpid()}", node_image.image, [
         NodePlan("control-plane"),

@@ -2,30 +2,34 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from cci_conformance.dra import driver_image
+from cci_conformance.dra import driver_image, upstream_image
+from cci_conformance.dra.deployment import DriverDeployment, objects
 from cci_conformance.drivers.manifest import load_manifest
 from cci_conformance.errors import ConfigError
-from cci_conformance.kind import dracpu
-from cci_conformance.kind.dracpu_manifests import DriverDeployment, objects
-from cci_conformance.kind.image import dra_reference_driver
-from cci_conformance.paths import DRIVERS_DIR
+from cci_conformance.kind.image import go_source, gobuild
+from cci_conformance.paths import DRA_MUTANTS_DIR, DRIVERS_DIR
 
 
 @pytest.fixture
 def builds(monkeypatch):
     made = []
 
-    def built(kind):
-        def build(*args):
-            made.append((kind, *args))
-            return SimpleNamespace(reference=f"{kind}:1", archive=None, reused=False)
-        return build
-    monkeypatch.setattr(dra_reference_driver, "build_image", built("source"))
-    monkeypatch.setattr(dracpu, "build_image", built("module"))
+    def from_source(source, main=".", *, repository=None, file="", field="kind.source"):
+        made.append(("source", source, main))
+        assert field == "dra.source" and file.endswith("driver.yaml")
+        program = go_source.read_tree(source, main, file=file, field=field).program
+        return SimpleNamespace(reference="source:1", archive=None, binary=Path("bin") / program, reused=False)
+
+    def from_module(version):
+        made.append(("module", version))
+        return SimpleNamespace(reference="module:1", archive=None, reused=False)
+    monkeypatch.setattr(go_source, "build_image", from_source)
+    monkeypatch.setattr(upstream_image, "build_image", from_module)
     return made
 
 
@@ -60,6 +64,7 @@ def test_a_source_trees_main_package_names_the_program(builds, tmp_path):
     # an upstream checkout (dra-driver-cpu keeps its main package in cmd/dracpu) under a name of its own
     tree = tmp_path / "checkout"
     (tree / "cmd" / "dracpu").mkdir(parents=True)
+    (tree / "cmd" / "dracpu" / "main.go").write_text("package main\n\nfunc main() {}\n")
     (tree / "go.mod").write_text("module example.com/d\n")
     (tmp_path / "driver.yaml").write_text("name: d\nprotocol: dra/v1\ncapabilities: []\n"
                                           "dra: {module: example.com/d, device_class: dra.cpu, source: checkout, "
@@ -75,3 +80,33 @@ def test_a_main_package_without_a_source_tree_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="dra.source") as caught:
         load_manifest(tmp_path)
     assert caught.value.field == "dra.main"
+
+
+def test_a_bad_main_package_of_a_source_tree_is_named_as_dra_main(tmp_path):
+    (tmp_path / "go.mod").write_text("module example.com/d\n")
+    with pytest.raises(ConfigError) as caught:
+        go_source.read_tree(tmp_path, "./cmd/none", file="driver.yaml", field="dra.source")
+    assert caught.value.field == "dra.main"
+
+
+def test_our_reference_and_its_mutants_share_one_build_of_the_tree(tmp_path, monkeypatch):
+    # go_source, the builder of a CCI driver's kind.source, builds dra.source too; its repository is named after the
+    # program, so the ten mutants (one tree, another flag each) reuse the reference's image
+    monkeypatch.setenv("CCI_KIND_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(gobuild, "go_version", lambda: "go-test")
+    monkeypatch.setattr(go_source.shutil, "which", lambda name: f"/usr/bin/{name}")
+    compiled = []
+
+    def fake_go(argv, **kwargs):
+        compiled.append(argv)
+        out = Path(argv[argv.index("-o") + 1])
+        out.write_bytes(b"\x7fELF fake")
+        out.chmod(0o755)
+        return ""
+    monkeypatch.setattr(go_source, "run", fake_go)
+    reference = driver_image.build(load_manifest(DRIVERS_DIR / "dra-reference"))
+    mutant = driver_image.build(load_manifest(DRA_MUTANTS_DIR / "slow-prepare"))
+    assert reference.reference.startswith("localhost/cci-conformance/dra-reference:") and not reference.reused
+    assert (mutant.reference, mutant.reused, len(compiled)) == (reference.reference, True, 1)
+    assert reference.program == mutant.program == "/dra-reference"
+    assert mutant.args == ("--mutant=slow-prepare",) and reference.args == ()

@@ -9,7 +9,6 @@ from . import (
     gobuild,  # noqa: F401  (tests fake gobuild.go_version through this module)
 )
 from .go_source import BuiltDriverImage
-from .go_source import lay as _lay  # noqa: F401  (dra_reference_driver lays its sources with it)
 from .kubelet_cci import REPO_ROOT
 from .oci_archive import ImageSpec
 

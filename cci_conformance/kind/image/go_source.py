@@ -66,7 +66,8 @@ def module_files(root: Path) -> tuple[tuple[str, str], ...]:
 
 def read_tree(source: Path, main: str = ".", *, file: str = "", field: str = "kind.source") -> GoTree:
     """The sources of the Go module at ``source`` and of the modules its go.mod replaces with local folders; bad
-    input is a ConfigError naming ``file`` (the manifest, or the go.mod) and ``field``."""
+    input is a ConfigError naming ``file`` (the manifest, or the go.mod) and ``field`` (kind.source or dra.source;
+    a bad main package is named as the section's main, kind.main or dra.main)."""
     source = Path(source).resolve()
     gomod_file = source / "go.mod"
     file = file or str(gomod_file)
@@ -75,7 +76,8 @@ def read_tree(source: Path, main: str = ".", *, file: str = "", field: str = "ki
                           fix="name the folder of the driver's go.mod (the module of its main package)")
     problem = gomod.main_package_problem(source, main)
     if problem:
-        raise ConfigError(problem, file=file, field="kind.main" if main != "." else field,
+        section = field.rpartition(".")[0] or "kind"
+        raise ConfigError(problem, file=file, field=f"{section}.main" if main != "." else field,
                           fix="name the folder of the driver's main package, relative to its go.mod (default \".\")")
     text = gomod_file.read_text()
     module = gomod.module_path(text)
@@ -141,9 +143,11 @@ def build_image(source: Path, main: str = ".", *, repository: str | None = None,
     tree = read_tree(source, main, file=file, field=field)
     file = file or str(Path(source).resolve() / "go.mod")
     if shutil.which("go") is None:
+        # a CCI driver may name a prebuilt archive instead (kind.image); a dra/v1 manifest has no such field
+        instead = ", or build the image yourself and name its archive in kind.image (docs/kind.md \"Your driver " \
+            "on kind\")" if field.startswith("kind.") else ""
         raise ConfigError("go is not on PATH: the harness builds the driver's image with it", file=file, field=field,
-                          fix="install Go (https://go.dev/dl), or build the image yourself and name its archive in "
-                              "kind.image (docs/kind.md \"Your driver on kind\")")
+                          fix=f"install Go (https://go.dev/dl){instead}")
     repository = repository or default_repository(tree.program)
     step = Step("go-driver-image", *step_inputs(tree, repository))
     binary = step.dir / "bin" / tree.program

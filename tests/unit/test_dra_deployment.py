@@ -1,12 +1,12 @@
-"""Unit tests of the objects the harness writes to run dra-driver-cpu on a kind worker."""
+"""The objects the harness writes to run a DRA CPU driver on a kind worker (dra-driver-cpu's conventions)."""
 
 from __future__ import annotations
 
 import pytest
 import yaml
 
+from cci_conformance.dra import deployment as m
 from cci_conformance.errors import ConfigError
-from cci_conformance.kind import dracpu_manifests as m
 
 IMAGE = "localhost/cci-conformance/dra-driver-cpu:v0.2.0"
 
@@ -80,13 +80,12 @@ def test_flags_image_and_placement():
     spec = ds["spec"]["template"]["spec"]
     assert spec["nodeSelector"] == {"kubernetes.io/hostname": "cci-run-worker"} and spec["hostNetwork"] is True
     assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
-    assert m.feature_gates(_plan()) == {}
 
 
-def test_grouped_mode_groups_and_needs_consumable_capacity_on_1_34():
+def test_grouped_mode_groups():
     plan = _plan(device_mode="grouped", group_by="socket")
     assert "--group-by=socket" in plan.args()
-    assert m.feature_gates(plan) == {"DRAConsumableCapacity": True}
+    assert not any(a.startswith("--group-by") for a in _plan().args())
 
 
 @pytest.mark.parametrize("kwargs, field", [
@@ -115,3 +114,21 @@ def test_device_class_and_rbac():
     assert [o["kind"] for o in objs] == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DeviceClass",
                                           "DaemonSet"]
     assert list(yaml.safe_load_all(yaml.safe_dump_all(objs))) == objs
+
+
+def test_a_policy_none_worker_shows_the_faked_machine_to_the_driver_only(tmp_path):
+    from cci_conformance.dra.kind_session import MACHINE_ROOT
+    from cci_conformance.kind.cluster.config import ClusterPlan, NodePlan, kind_config
+    from cci_conformance.topology import library
+
+    worker = NodePlan("worker", library.load("laptop-1s4c-smt2"), None, machine_root=MACHINE_ROOT)
+    plan = ClusterPlan("cci-x", "img", [NodePlan("control-plane"), worker])
+    mounts = {mt["containerPath"] for mt in kind_config(plan, tmp_path)["nodes"][1]["extraMounts"]}
+    # Nothing over the node's own /sys: the kubelet (policy none) sees the real host.
+    assert mounts == {"/var/lib/cci-machine/sys/devices/system/cpu", "/var/lib/cci-machine/sys/devices/system/node",
+                      "/var/lib/cci-machine/proc/cpuinfo"}
+    deployment = _plan(node_sysfs=MACHINE_ROOT + "/sys")
+    ds = m.daemonset(deployment)
+    paths = {v["hostPath"]["path"] for v in ds["spec"]["template"]["spec"]["volumes"]}
+    assert {"/var/lib/cci-machine/sys/devices/system/cpu", "/var/lib/cci-machine/sys/devices/system/node"} <= paths
+    assert m.unmounted_reads(ds, deployment.sysfs_reads()) == []

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from cci_conformance.dra import upstream_image
 from cci_conformance.errors import ConfigError
-from cci_conformance.kind import dracpu
 from cci_conformance.kind.image import gobuild
 from cci_conformance.kind.image.oci_archive import write_archive
 
@@ -32,7 +32,7 @@ require (
 
 def test_wrapper_module_requires_the_exact_version_and_imports_the_driver(tmp_path, monkeypatch):
     monkeypatch.setattr(gobuild, "_upstream_gomod", lambda component, workdir, log: UPSTREAM_GOMOD)
-    comp = dracpu.component("v0.2.0")
+    comp = upstream_image.component("v0.2.0")
     gobuild.write_wrapper_module(comp, tmp_path, tmp_path / "log")
     gomod = (tmp_path / "go.mod").read_text()
     # An exact require is what lets the build avoid the version list the proxy refuses.
@@ -44,14 +44,14 @@ def test_wrapper_module_requires_the_exact_version_and_imports_the_driver(tmp_pa
 
 def test_component_name_differs_per_version_so_cache_steps_never_mix():
     # Only one version is served today; a second target must not reuse the first one's step.
-    names = {dracpu.component(t.version).name for t in dracpu.TARGETS}
-    assert len(names) == len(dracpu.TARGETS)
-    assert all(dracpu.component(t.version).name.endswith(t.version) for t in dracpu.TARGETS)
+    names = {upstream_image.component(t.version).name for t in upstream_image.TARGETS}
+    assert len(names) == len(upstream_image.TARGETS)
+    assert all(upstream_image.component(t.version).name.endswith(t.version) for t in upstream_image.TARGETS)
 
 
 def test_unknown_version_is_refused_with_the_served_ones_named():
     with pytest.raises(ConfigError) as err:
-        dracpu.component("v9.9.9")
+        upstream_image.component("v9.9.9")
     message = str(err.value)
     assert "--version" in message and "v0.2.0" in message and "fix:" in message
 
@@ -73,7 +73,7 @@ def test_image_holds_the_binary_its_diagnostics_alias_and_tmp(tmp_path):
     binary = tmp_path / "dracpu"
     binary.write_bytes(b"\x7fELF driver")
     binary.chmod(0o755)
-    archive = write_archive(dracpu.image_spec(binary, "v0.2.0"), tmp_path / "img.tar")
+    archive = write_archive(upstream_image.image_spec(binary, "v0.2.0"), tmp_path / "img.tar")
     meta, infos, data = _layer_members(archive)
     assert meta["index"]["manifests"][0]["annotations"]["io.containerd.image.name"] == \
         "localhost/cci-conformance/dra-driver-cpu:v0.2.0"
@@ -96,13 +96,13 @@ def test_image_archive_is_cached_by_binary_digest(tmp_path, monkeypatch):
     monkeypatch.setenv("CCI_KIND_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(gobuild, "go_version", lambda: "go-test")
     monkeypatch.setattr(gobuild, "build", _fake_build(tmp_path, b"\x7fELF one"))
-    first = dracpu.build_image("v0.2.0")
+    first = upstream_image.build_image("v0.2.0")
     stamp = first.archive.stat().st_mtime_ns
-    again = dracpu.build_image("v0.2.0")
+    again = upstream_image.build_image("v0.2.0")
     assert again.archive == first.archive and again.archive.stat().st_mtime_ns == stamp
     assert first.reused is False and again.reused is True
     monkeypatch.setattr(gobuild, "build", _fake_build(tmp_path, b"\x7fELF two"))
-    rebuilt = dracpu.build_image("v0.2.0")
+    rebuilt = upstream_image.build_image("v0.2.0")
     assert rebuilt.archive != first.archive and rebuilt.binary_sha256 != first.binary_sha256
 
 
@@ -113,7 +113,7 @@ def test_a_build_without_the_binary_fails_loudly(tmp_path, monkeypatch):
     empty.mkdir()
     monkeypatch.setattr(gobuild, "build", lambda component: empty)
     with pytest.raises(Exception, match="without an executable"):
-        dracpu.build_image("v0.2.0")
+        upstream_image.build_image("v0.2.0")
 
 
 @pytest.mark.slow
@@ -121,7 +121,7 @@ def test_v0_2_0_really_builds_from_the_module_proxy():
     """Builds the driver through the wrapper module (cold: minutes; warm: seconds)."""
     if shutil.which("go") is None:
         pytest.skip("go is not installed: the driver is built from its Go module")
-    built = dracpu.build_image("v0.2.0")
+    built = upstream_image.build_image("v0.2.0")
     head = built.binary.read_bytes()[:20]
     assert head[:4] == b"\x7fELF" and head[4] == 2  # 64-bit ELF
     proc = subprocess.run([str(built.binary), "-h"], capture_output=True, timeout=60, check=False,

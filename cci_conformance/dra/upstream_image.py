@@ -9,17 +9,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
-from .image import gobuild
-from .image.cache import Step, exclusive
-from .image.gobuild import GoComponent
-from .image.oci_archive import ImageSpec, write_archive
-from .runner import CommandFailed, run, say
+from ..kind.image import gobuild
+from ..kind.image.cache import Step, exclusive
+from ..kind.image.gobuild import GoComponent
+from ..kind.image.oci_archive import ImageSpec, write_archive
+from ..kind.runner import CommandFailed, run, say
 
 MODULE = "github.com/kubernetes-sigs/dra-driver-cpu"
 MAIN_PACKAGE = f"{MODULE}/cmd/dracpu"
 # The image is never pulled: it is loaded into the nodes with `kind load image-archive`, and the
 # DaemonSet says imagePullPolicy: Never. `localhost/` keeps it from ever resolving to a registry.
 IMAGE_REPOSITORY = "localhost/cci-conformance/dra-driver-cpu"
+PROGRAM = "/dracpu"  # where upstream's Dockerfile puts the binary; the DaemonSet's command starts with it
 
 
 @dataclass(frozen=True)
@@ -89,9 +90,9 @@ def image_spec(binary: Path, version: str) -> ImageSpec:
     """
     return ImageSpec(
         reference=image_reference(version),
-        files={"/dracpu": binary},
+        files={PROGRAM: binary},
         symlinks={"/dracpu-gatherinfo": "dracpu"},
-        entrypoint=["/dracpu"],
+        entrypoint=[PROGRAM],
     )
 
 

@@ -1,4 +1,4 @@
-"""The Kubernetes objects the harness writes to run dra-driver-cpu on a kind worker with a faked topology."""
+"""The Kubernetes objects that run a dra/v1 manifest's DRA CPU driver on a kind worker: RBAC, DeviceClass, DaemonSet."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ from dataclasses import dataclass, field
 from ..cpuset import format_cpulist
 from ..errors import ConfigError
 
-DRIVER_NAME = "dra.cpu"  # fixed in the driver's source (cmd/dracpu); also its DeviceClass name
+# Every driver is deployed the way kubernetes-sigs/dra-driver-cpu is (its flags, HOST_ROOT and mounts are the
+# convention; our reference driver follows it); a manifest names its own program and DRA driver name.
+DRIVER_NAME = "dra.cpu"  # dra-driver-cpu's, fixed in its source (cmd/dracpu); also the DeviceClass name
 NAMESPACE = "kube-system"  # system-node-critical pods are admitted only there by default
 APP = "cci-dra-cpu"
-# The driver prefixes every sysfs path with $HOST_ROOT/sys (pkg/cpuinfo hostSys; "/" when unset).
+# dra-driver-cpu prefixes every sysfs path with $HOST_ROOT/sys (pkg/cpuinfo hostSys; "/" when unset).
 HOST_ROOT = "/host"
-# What v0.2.0 reads below $HOST_ROOT/sys, from its source (pkg/cpuinfo): online CPUs, per-CPU
+# What dra-driver-cpu v0.2.0 reads below $HOST_ROOT/sys, from its source (pkg/cpuinfo): online CPUs, per-CPU
 # topology and caches, NUMA cpulists, SMT control under devices/system/{cpu,node}; the E-core list
 # of hybrid machines under devices/cpu_atom. PCIe roots are read only with --expose-pcie-roots,
 # which the harness never sets.
@@ -21,15 +23,11 @@ SYSFS_READS = ("devices/system/cpu", "devices/system/node")
 HYBRID_SYSFS_READS = ("devices/cpu_atom",)
 DEVICE_MODES = ("individual", "grouped")
 GROUP_BY = ("numanode", "socket")
-# Grouped mode publishes consumable-capacity devices (KEP-5075). On Kubernetes 1.34 (our node image)
-# that API is alpha behind this gate; without it the API server drops the capacity fields and each
-# group device could be allocated to one claim only.
-GROUPED_FEATURE_GATES = {"DRAConsumableCapacity": True}
 
 
 @dataclass(frozen=True)
 class DriverDeployment:
-    """How one dra-driver-cpu DaemonSet is set up on the worker under test."""
+    """How the driver's DaemonSet is set up on the worker under test."""
 
     image: str
     node_name: str
@@ -43,8 +41,8 @@ class DriverDeployment:
     # node's own; another path when only the driver is shown it (cluster.config NodePlan.machine_root).
     node_sysfs: str = "/sys"
     extra_args: tuple[str, ...] = field(default=())
-    # Another DRA CPU driver deployed the same way (our reference takes dra-driver-cpu's flags, mounts and
-    # HOST_ROOT): its program inside the image and its DRA driver name (the DeviceClass the harness creates).
+    # The driver's program inside its image and its DRA driver name (the DeviceClass the harness creates); the
+    # defaults are dra-driver-cpu's.
     program: str = "/dracpu"
     driver_name: str = DRIVER_NAME
 
@@ -58,7 +56,7 @@ class DriverDeployment:
                               fix=f"use one of {', '.join(GROUP_BY)}")
         if not self.image or ":" not in self.image.rsplit("/", 1)[-1]:
             raise ConfigError(f"image {self.image!r} has no tag", field="image",
-                              fix="use the reference printed by `cci-conformance kind build-dra-cpu`")
+                              fix="name the image as its build printed it, <repository>:<tag>")
 
     def args(self) -> list[str]:
         argv = [self.program, f"--v={self.log_level}", f"--cpu-device-mode={self.device_mode}",
@@ -109,11 +107,11 @@ def daemonset(plan: DriverDeployment) -> dict:
     pairs = _volumes(plan)
     labels = {"app": APP}
     container = {
-        "name": "dracpu",
+        "name": "driver",
         "image": plan.image,
         "imagePullPolicy": "Never",
         # `command`, not `args`: the list starts with the program (the image's entrypoint). As `args`
-        # it would run `/dracpu /dracpu --v=4 ...`, and Go's flag parsing stops at the first
+        # dra-driver-cpu would run `/dracpu /dracpu --v=4 ...`, and Go's flag parsing stops at the first
         # non-flag, so every flag would be silently ignored (the driver then runs its defaults:
         # grouped mode, found so on kind).
         "command": plan.args(),
@@ -185,11 +183,6 @@ def device_class(driver: str = DRIVER_NAME) -> dict:
 def objects(plan: DriverDeployment) -> list[dict]:
     """Everything to apply, in order: RBAC, DeviceClass, DaemonSet."""
     return [*rbac(), device_class(plan.driver_name), daemonset(plan)]
-
-
-def feature_gates(plan: DriverDeployment) -> dict[str, bool]:
-    """Cluster feature gates (API server, scheduler, kubelet) the plan needs on Kubernetes 1.34."""
-    return dict(GROUPED_FEATURE_GATES) if plan.device_mode == "grouped" else {}
 
 
 def unmounted_reads(manifest: dict, reads: tuple[str, ...]) -> list[str]:
