@@ -21,10 +21,13 @@ class DraDriverImage:
     driver_name: str  # its ResourceSlices' driver, and the DeviceClass the harness creates
     args: tuple[str, ...]  # the manifest's extra flags (a mutant's --mutant=NAME)
     reused: bool
+    origin: str = "go build"  # report.json driver_image.origin (report.schema.json): go build, vendor archive
 
 
 def build(manifest: DriverManifest) -> DraDriverImage:
     """Build (or take from the cache) the image ``manifest`` describes; ConfigError names what cannot be built.
+
+    ``dra.image``: the vendor's archive, loaded as is; ``dra.program`` is started in it.
 
     ``dra.source``: the Go module in that folder, its main package ``dra.main`` (default its root), one static
     binary on an empty layer, built as a CCI driver's ``kind.source`` is (kind/image/go_source.py; our reference
@@ -32,6 +35,12 @@ def build(manifest: DriverManifest) -> DraDriverImage:
     proxy, which the harness knows how to build for dra-driver-cpu only (upstream_image.py; its main package is
     cmd/dracpu).
     """
+    if manifest.dra_image is not None:
+        from ..kind.cci.driver_image import archive_reference
+
+        reference = archive_reference(manifest.dra_image, str(manifest.path), field="dra.image")
+        return DraDriverImage(reference, manifest.dra_image, manifest.dra_program, manifest.dra_driver,
+                              manifest.dra_args, True, "vendor archive")
     if manifest.dra_source is not None:
         from ..kind.image import go_source  # Go and the build cache only when a node is opened
 

@@ -100,7 +100,7 @@ class KindDraSession:
         session = cls(cluster, worker, config, built.driver_name)
         # report.json run.backend_facts, in the shape the CCI kind backend gives them (report.schema.json)
         session.facts = {"node_image": image, "clusters": [name],
-                         "driver_image": {"reference": built.reference, "origin": "go build",
+                         "driver_image": {"reference": built.reference, "origin": built.origin,
                                           "archive_sha256": file_digest(built.archive)}}
         return session
 

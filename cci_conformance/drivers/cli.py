@@ -27,14 +27,15 @@ def add_parser(subparsers) -> None:
     start.add_argument("--topology", default="server-2s8c-smt2-intel", help="library topology name")
     start.set_defaults(handler=_start)
 
-    image = sub.add_parser("image", help="build a Go driver into an image archive for kind.image",
-                           description="Build the Go driver in DIR (its driver.yaml's kind.source, or DIR itself "
-                                       "when it holds a go.mod) into a static binary on an empty layer, write the "
-                                       "image archive and print the kind section that runs it "
-                                       '(docs/kind.md "Your driver on kind").')
+    image = sub.add_parser("image", help="build a Go driver into an image archive for kind.image or dra.image",
+                           description="Build the Go driver in DIR (its driver.yaml's kind.source, or dra.source of "
+                                       "a dra/v1 driver, or DIR itself when it holds a go.mod) into a static binary "
+                                       "on an empty layer, write the image archive and print the manifest keys that "
+                                       'run it (docs/kind.md "Your driver on kind", docs/dra-cpu.md).')
     image.add_argument("folder", metavar="DIR")
     image.add_argument("--out", metavar="FILE", help="where to write the archive (default DIR/<name>.oci.tar)")
-    image.add_argument("--main", metavar="PKG", help="the main package inside the module (default: kind.main, or .)")
+    image.add_argument("--main", metavar="PKG",
+                       help="the main package inside the module (default: kind.main or dra.main, or .)")
     image.set_defaults(handler=_image)
     parser.set_defaults(handler=lambda args: parser.print_help() or 2)
 

@@ -60,6 +60,8 @@ class DriverManifest:
     dra_source: Path | None = None  # protocol dra/v1: a local Go source tree built instead of the module's copy
     dra_args: tuple[str, ...] = ()  # protocol dra/v1: extra flags of its program
     dra_main: str = "."  # protocol dra/v1: the main package inside dra_source (go build's path)
+    dra_image: Path | None = None  # protocol dra/v1: a prebuilt image archive, loaded as is (no build)
+    dra_program: str = ""  # protocol dra/v1: the executable inside dra_image
 
     @property
     def is_dra(self) -> bool:
@@ -177,7 +179,39 @@ def parse_manifest(data: object, path: Path) -> DriverManifest:
         dra_source=_source_tree(data.get("dra", {}).get("source"), path, file),
         dra_args=tuple(data.get("dra", {}).get("args", ())),
         dra_main=_main_package(data.get("dra", {}), file),
+        dra_image=_dra_image(data.get("dra"), path, file), dra_program=data.get("dra", {}).get("program", ""),
     )
+
+
+def _dra_image(dra: dict | None, manifest: Path, file: str) -> Path | None:
+    """dra.image: the vendor's own image archive; exactly one way to get the image, and the program to start."""
+    if dra is None:
+        return None
+    if "image" not in dra:
+        if "program" in dra:
+            raise ConfigError("dra.program names the executable inside dra.image, and there is no dra.image",
+                              file=file, field="dra.program",
+                              fix="add dra.image (your image archive) or drop dra.program (a built image's program is "
+                                  "known)")
+        if "module" not in dra:
+            raise ConfigError("no way to get the driver's image", file=file, field="dra.module",
+                              fix="set dra.module (and dra.source for a local tree) for the harness to build it, or "
+                                  "dra.image and dra.program for an archive of your own (`docker save -o driver.tar "
+                                  "IMAGE:TAG`)")
+        return None
+    if "source" in dra:
+        raise ConfigError("dra.image and dra.source both name the driver's image", file=file, field="dra.image",
+                          fix="keep one: dra.source (the harness builds the Go module) or dra.image (your archive)")
+    if "program" not in dra:
+        raise ConfigError("dra.image needs the driver's executable inside it", file=file, field="dra.program",
+                          fix="set dra.program to its absolute path in the image, e.g. /my-driver (the harness "
+                              "starts it with dra-driver-cpu's flags, docs/dra-cpu.md)")
+    archive = (manifest.resolve().parent / dra["image"]).resolve()
+    if not archive.is_file():
+        raise ConfigError(f"{archive} does not exist", file=file, field="dra.image",
+                          fix="name the image archive relative to this manifest (`docker save -o driver.tar "
+                              "IMAGE:TAG`, or `cci-conformance driver image DIR` for a Go module)")
+    return archive
 
 
 def _main_package(dra: dict, file: str) -> str:

@@ -110,3 +110,46 @@ def test_our_reference_and_its_mutants_share_one_build_of_the_tree(tmp_path, mon
     assert (mutant.reference, mutant.reused, len(compiled)) == (reference.reference, True, 1)
     assert reference.program == mutant.program == "/dra-reference"
     assert mutant.args == ("--mutant=slow-prepare",) and reference.args == ()
+
+
+def _vendor_manifest(tmp_path, dra: str) -> Path:
+    (tmp_path / "driver.yaml").write_text(f"name: v\nprotocol: dra/v1\ncapabilities: []\ndra: {dra}\n")
+    return tmp_path
+
+
+def test_a_vendor_archive_is_loaded_as_is_under_its_own_reference_and_program(builds, tmp_path):
+    from cci_conformance.kind.image.oci_archive import ImageSpec, write_archive
+
+    program = tmp_path / "prog"
+    program.write_bytes(b"\x7fELF")
+    write_archive(ImageSpec("registry.example/vendor/cpu-driver:1.2.3", {"/usr/bin/cpu-driver": program}),
+                  tmp_path / "driver.tar")
+    manifest = load_manifest(_vendor_manifest(tmp_path, "{device_class: cpu.vendor.example, image: driver.tar, "
+                                                         "program: /usr/bin/cpu-driver, args: [--fast]}"))
+    built = driver_image.build(manifest)
+    assert not builds  # nothing built
+    assert (built.reference, built.archive, built.program) == \
+        ("registry.example/vendor/cpu-driver:1.2.3", (tmp_path / "driver.tar").resolve(), "/usr/bin/cpu-driver")
+    assert (built.driver_name, built.args, built.origin) == ("cpu.vendor.example", ("--fast",), "vendor archive")
+
+
+@pytest.mark.parametrize(("dra", "field", "says"), [
+    ("{device_class: c, image: driver.tar}", "dra.program", "executable"),
+    ("{device_class: c, program: /d}", "dra.program", "no dra.image"),
+    ("{device_class: c}", "dra.module", "no way to get"),
+    ("{device_class: c, image: missing.tar, program: /d}", "dra.image", "does not exist"),
+    ("{device_class: c, image: driver.tar, program: d}", "dra.program", "does not match"),
+])
+def test_a_vendor_archive_manifest_without_its_parts_is_a_config_error_naming_the_field(tmp_path, dra, field, says):
+    (tmp_path / "driver.tar").write_bytes(b"")
+    with pytest.raises(ConfigError, match=says) as caught:
+        load_manifest(_vendor_manifest(tmp_path, dra))
+    assert caught.value.field == field
+
+
+def test_an_archive_without_a_tagged_image_names_dra_image(tmp_path):
+    (tmp_path / "driver.tar").write_bytes(b"not a tar")
+    manifest = load_manifest(_vendor_manifest(tmp_path, "{device_class: c, image: driver.tar, program: /d}"))
+    with pytest.raises(ConfigError, match="not a readable image archive") as caught:
+        driver_image.build(manifest)
+    assert caught.value.field == "dra.image"

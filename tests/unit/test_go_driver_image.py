@@ -319,3 +319,23 @@ def test_go_reference_really_builds_through_the_generic_build(tmp_path):
     assert head[:4] == b"\x7fELF" and head[4] == 2  # a 64-bit ELF
     assert b"/lib64/ld-linux" not in built.binary.read_bytes()  # static: no interpreter
     assert go_driver.build_image().reference == built.reference  # the kind tests' image is this one
+
+
+def test_driver_image_command_on_a_dra_driver_prints_the_dra_keys_that_load_it(tmp_path, fake_go, capsys):
+    from cci_conformance.dra import driver_image as dra_image
+
+    folder = _module(tmp_path / "acme")
+    data = {"name": "acme-dra", "protocol": "dra/v1", "capabilities": [],
+            "dra": {"module": "example.com/acme-cpu", "device_class": "cpu.acme.example", "source": "."}}
+    (folder / "driver.yaml").write_text(yaml.safe_dump(data))
+    assert main(["driver", "image", str(folder)]) == 0
+    out = capsys.readouterr().out
+    section = yaml.safe_load(out[out.index("dra:\n"):])["dra"]
+    assert section == {"image": "acme-dra.oci.tar", "program": "/acme-cpu"}
+    # Pasted in place of dra.source, the same image is loaded as the vendor's archive: nothing is built again.
+    dra = {k: v for k, v in data["dra"].items() if k != "source"} | section
+    (folder / "driver.yaml").write_text(yaml.safe_dump({**data, "dra": dra}))
+    image = dra_image.build(load_manifest(folder))
+    assert (image.program, image.origin, image.reference) == \
+        ("/acme-cpu", "vendor archive", driver_image.archive_reference(folder / "acme-dra.oci.tar", "x"))
+    assert len(fake_go) == 1

@@ -39,7 +39,7 @@ def file_digest(path: Path) -> str:
     return "sha256:" + sha.hexdigest()
 
 
-def archive_reference(archive: Path, manifest_file: str) -> str:
+def archive_reference(archive: Path, manifest_file: str, field: str = "kind.image") -> str:
     """The image reference an archive carries: ``docker save``'s RepoTags or an OCI layout's ref-name annotation."""
     try:
         with tarfile.open(archive) as tar:
@@ -57,10 +57,10 @@ def archive_reference(archive: Path, manifest_file: str) -> str:
                         return ref
     except (tarfile.TarError, OSError, ValueError) as exc:
         raise ConfigError(f"{archive} is not a readable image archive: {exc}", file=manifest_file,
-                          field="kind.image",
+                          field=field,
                           fix="write it with `docker save -o driver.tar <image>:<tag>` (or an OCI layout tar)"
                           ) from None
-    raise ConfigError(f"{archive} names no tagged image", file=manifest_file, field="kind.image",
+    raise ConfigError(f"{archive} names no tagged image", file=manifest_file, field=field,
                       fix="save a tagged image: `docker save -o driver.tar <image>:<tag>`")
 
 
@@ -111,9 +111,13 @@ class MadeArchive:
     image_path: str  # the archive as kind.image names it: relative to DIR when inside it
     seconds: float
     reused: bool
+    dra: bool = False  # a dra/v1 driver: its archive goes in dra.image, its program in dra.program
 
     def kind_section(self) -> str:
-        """The ``kind:`` section of driver.yaml that runs this archive (in place of kind.source and kind.main)."""
+        """The ``kind:`` section of driver.yaml that runs this archive (in place of kind.source and kind.main), or
+        for a dra/v1 driver the ``dra:`` keys (in place of dra.source and dra.main)."""
+        if self.dra:
+            return f"dra:\n  image: {json.dumps(self.image_path)}\n  program: {json.dumps(self.command[0])}\n"
         lines = ["kind:", f"  image: {json.dumps(self.image_path)}", "  command:"]
         return "\n".join(lines + [f"    - {json.dumps(arg)}" for arg in self.command]) + "\n"
 
@@ -130,6 +134,8 @@ def make_archive(folder: Path | str, out: Path | str | None = None, main: str | 
     manifest = load_manifest(folder) if manifest_file.is_file() else None
     if manifest is not None and manifest.kind_source is not None:
         source, package, file = manifest.kind_source, main or manifest.kind_main, str(manifest.path)
+    elif manifest is not None and manifest.dra_source is not None:
+        source, package, file = manifest.dra_source, main or manifest.dra_main, str(manifest.path)
     elif (folder / "go.mod").is_file():
         source, package, file = folder, main or ".", str(folder / "go.mod")
     else:
@@ -154,4 +160,4 @@ def make_archive(folder: Path | str, out: Path | str | None = None, main: str | 
     inside = target.resolve().is_relative_to(folder.resolve())
     image_path = target.resolve().relative_to(folder.resolve()).as_posix() if inside else str(target.resolve())
     return MadeArchive(archive_reference(target, str(target)), target.resolve(), file_digest(target), command,
-                       image_path, built.seconds, built.reused)
+                       image_path, built.seconds, built.reused, dra=manifest is not None and manifest.is_dra)
