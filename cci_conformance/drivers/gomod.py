@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..errors import ConfigError
+
 _MODULE_RE = re.compile(r'^\s*module\s+"?([^\s"]+)"?', re.MULTILINE)
 _PACKAGE_MAIN_RE = re.compile(r"^package\s+main\b", re.MULTILINE)
 _VERSION_ELEMENT_RE = re.compile(r"^v(?:[2-9]|[1-9][0-9]+)$")  # example.com/tool/v2: go build names it `tool`
@@ -64,3 +66,25 @@ def main_package_problem(module_dir: Path, main: str = ".") -> str:
     if not any(_PACKAGE_MAIN_RE.search(p.read_text(errors="replace")) for p in sources):
         return f"{folder} is not a main package (no `package main` in {', '.join(p.name for p in sources)})"
     return ""
+
+
+def checked_module(source: Path, main: str = ".", *, file: str, field: str) -> tuple[str, str]:
+    """The module path and the program name of the Go module at ``source`` built at package ``main``. Bad input is a
+    ConfigError naming ``file`` and ``field`` (kind.source or dra.source; a bad main package is named as that
+    section's main, kind.main or dra.main): the manifest's loader and the image build ask the same questions."""
+    gomod_file = Path(source) / "go.mod"
+    if not gomod_file.is_file():
+        raise ConfigError(f"{source} is not a Go module (no go.mod)", file=file, field=field,
+                          fix="name the folder of the driver's go.mod (the module of its main package), relative to "
+                              "the manifest")
+    problem = main_package_problem(Path(source), main)
+    if problem:
+        section = field.rpartition(".")[0] or "kind"
+        raise ConfigError(problem, file=file, field=f"{section}.main" if main != "." else field,
+                          fix=f"name the folder of the driver's main package: {section}.main, relative to {field} "
+                              "(default \".\")")
+    module = module_path(gomod_file.read_text())
+    if not module:
+        raise ConfigError(f"{gomod_file} has no module line", file=file, field=field,
+                          fix="start the go.mod with `module <path>`")
+    return module, program_name(module, main)

@@ -252,16 +252,8 @@ def _kind_source(kind: dict, manifest: Path, file: str) -> Path | None:
     if tree is None:
         return None
     main = kind.get("main", ".")
-    problem = gomod.main_package_problem(tree, main)
-    if problem:
-        raise ConfigError(problem, file=file, field="kind.main" if "main" in kind else "kind.source",
-                          fix="name the folder of the driver's main package: kind.main, relative to kind.source "
-                              "(default \".\")")
-    module = gomod.module_path((tree / "go.mod").read_text())
-    if not module:
-        raise ConfigError(f"{tree / 'go.mod'} has no module line", file=file, field="kind.source",
-                          fix="start the go.mod with `module <path>`")
-    binary = "/" + gomod.program_name(module, main)
+    module, program = gomod.checked_module(tree, main, file=file, field="kind.source")
+    binary = "/" + program
     if kind["command"][0] != binary:
         package = module if main == "." else f"{module}/{main.removeprefix('./')}"
         raise ConfigError(f"kind.command starts {kind['command'][0]!r}, and the image built from kind.source holds "

@@ -70,20 +70,8 @@ def read_tree(source: Path, main: str = ".", *, file: str = "", field: str = "ki
     a bad main package is named as the section's main, kind.main or dra.main)."""
     source = Path(source).resolve()
     gomod_file = source / "go.mod"
-    file = file or str(gomod_file)
-    if not gomod_file.is_file():
-        raise ConfigError(f"{source} is not a Go module (no go.mod)", file=file, field=field,
-                          fix="name the folder of the driver's go.mod (the module of its main package)")
-    problem = gomod.main_package_problem(source, main)
-    if problem:
-        section = field.rpartition(".")[0] or "kind"
-        raise ConfigError(problem, file=file, field=f"{section}.main" if main != "." else field,
-                          fix="name the folder of the driver's main package, relative to its go.mod (default \".\")")
+    _, program = gomod.checked_module(source, main, file=file or str(gomod_file), field=field)
     text = gomod_file.read_text()
-    module = gomod.module_path(text)
-    if not module:
-        raise ConfigError(f"{gomod_file} has no module line", file=file, field=field,
-                          fix="start the go.mod with `module <path>`")
     roots = [source]
     for target in gomod.local_replaces(text):
         if target.startswith("/"):
@@ -99,7 +87,7 @@ def read_tree(source: Path, main: str = ".", *, file: str = "", field: str = "ki
             roots.append(folder)
     base = Path(os.path.commonpath(roots))
     modules = tuple((root.relative_to(base).as_posix(), module_files(root)) for root in roots)
-    return GoTree(modules, main, gomod.program_name(module, main))
+    return GoTree(modules, main, program)
 
 
 def default_repository(name: str) -> str:
