@@ -43,6 +43,17 @@ KIND_ALSO = {
                        "for a node restart and refuses a claim, which RESTART-005's count of free CPUs sees",
     },
 }
+# Targets a mutant is not expected to fail on kind, and why: the kind budget of a requirement is smaller than the
+# embedded one, which still proves the target able to catch it (tests/selftest/test_mutants.py).
+KIND_NOT_REACHED = {
+    "dead-after-restart": {
+        "ACCT-010": "ACCT-010's random exploration reaches this mutant's fault (a new claim after a driver restart "
+                    "over live claims) within 30 examples in 55 of 60 seeds and within 51 in all "
+                    "(benchmarks/bench_stateful_catch.py); kind runs 6 examples per machine "
+                    "(settings.STATEFUL_EXAMPLES, about 35 s each), and it passed there on 2026-12-06. Its four "
+                    "other targets catch it on kind",
+    },
+}
 RUN_TIMEOUT_S = 1800  # one cluster per run: created, the driver image loaded, the modules run, deleted
 OPT_IN = "CCI_KIND_MUTANTS"  # "1": run them (an hour on 2 cores: not part of CI's kind job)
 
@@ -70,7 +81,7 @@ def test_mutant_is_caught_on_kind_by_its_targets(name, monkeypatch):
     failed = result.with_status("fail")
     expected = set(entry["targets"])
     # On kind a target may be not-applicable (a hook the backend lacks): then it is not caught here, and says why.
-    missed = expected - failed
+    missed = expected - failed - set(KIND_NOT_REACHED.get(name, {}))
     assert not missed, f"{name} was not caught on kind by {sorted(missed)}: " + \
         "; ".join(f"{r}: {result.statuses.get(r)} {result.reasons.get(r, '')[:300]}" for r in sorted(missed))
     unrelated = failed - expected - set(KIND_ALSO.get(name, {}))
