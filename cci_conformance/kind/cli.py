@@ -96,7 +96,7 @@ def driver_image_command(args: argparse.Namespace) -> int:
     print(f"sha256:  {made.digest.removeprefix('sha256:')}")
     print("for driver.yaml (in place of dra.source and dra.main):" if made.dra else
           "for driver.yaml (in place of kind.source and kind.main; placeholders as in local.command):")
-    print(made.kind_section(), end="")
+    print(made.manifest_section(), end="")
     return 0
 
 

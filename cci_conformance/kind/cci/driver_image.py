@@ -113,7 +113,7 @@ class MadeArchive:
     reused: bool
     dra: bool = False  # a dra/v1 driver: its archive goes in dra.image, its program in dra.program
 
-    def kind_section(self) -> str:
+    def manifest_section(self) -> str:
         """The ``kind:`` section of driver.yaml that runs this archive (in place of kind.source and kind.main), or
         for a dra/v1 driver the ``dra:`` keys (in place of dra.source and dra.main)."""
         if self.dra:

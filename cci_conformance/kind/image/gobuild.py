@@ -106,16 +106,21 @@ def write_wrapper_module(component: GoComponent, workdir: Path, log: Path,
     (workdir / "tools.go").write_text(f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n")
 
 
+def _step(component: GoComponent) -> Step:
+    """The build-cache step of a component's binaries (keyed by the component and the Go version)."""
+    return Step(f"go-{component.name}", component, go_version())
+
+
 def built(component: GoComponent) -> Path | None:
     """The directory of the component's binaries when an earlier build left them, else None; never builds."""
-    step = Step(f"go-{component.name}", component, go_version())
+    step = _step(component)
     return step.dir / "bin" if step.done else None
 
 
 @exclusive
 def build(component: GoComponent) -> Path:
     """Build (or reuse) the component's binaries; returns the directory holding them."""
-    step = Step(f"go-{component.name}", component, go_version())
+    step = _step(component)
     out_dir = step.dir / "bin"
     if step.done:
         return out_dir
