@@ -56,6 +56,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--kubernetes", metavar="VERSION", default=None,
                    help="Kubernetes release of the kind nodes of a dra/v1 driver (default: the DRA suites' "
                         "vanilla release); a CCI driver runs on the CCI node image's release")
+    p.add_argument("--device-mode", choices=("individual", "grouped"), default=None,
+                   help="how a dra/v1 driver publishes CPUs (its --cpu-device-mode): a device per CPU (default), "
+                        "or a device per NUMA node whose capacity claims consume")
     p.add_argument("-n", "--workers", type=int, default=None, metavar="N",
                    help="pytest-xdist worker processes, each running whole machines (default: on the embedded "
                         "backend one per topology up to the usable CPUs, else 0: one process)")
@@ -117,6 +120,11 @@ def _settings(args) -> tuple[RunSettings, Path]:
         from ..kind.image import versions
 
         settings.kubernetes = versions.release(args.kubernetes, field="--kubernetes").kubernetes
+    if args.device_mode is not None:
+        if not dra:
+            raise ConfigError("--device-mode chooses how a dra/v1 driver publishes CPUs; a CCI driver publishes none",
+                              field="--device-mode", fix="leave --device-mode out (or certify a dra/v1 driver)")
+        settings.device_mode = args.device_mode
     catalog = Path(args.catalog) if args.catalog else suites / "requirements.yaml"
     settings.catalog_path = catalog.resolve()
     return settings, suites
@@ -149,6 +157,8 @@ def pytest_command(settings: RunSettings, suites: Path, report_dir: Path, args, 
         cmd += ["--cci-stateful-examples", str(settings.stateful_examples)]
     if settings.kubernetes is not None:
         cmd += ["--dra-kubernetes", settings.kubernetes]
+    if settings.device_mode is not None:
+        cmd += ["--dra-device-mode", settings.device_mode]
     if args.keyword:
         cmd += ["-k", args.keyword]
     return cmd + list(args.pytest_args)

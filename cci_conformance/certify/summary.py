@@ -147,5 +147,6 @@ def node_line(run: dict) -> str:
     facts = run.get("backend_facts") or {}
     if facts.get("kubernetes"):  # the DRA suites: a vanilla kubelet, its CPU manager profiles per test
         image = f", node image {facts['node_image']}" if facts.get("node_image") else ""
-        return f"Kubernetes {facts['kubernetes']} (vanilla kubelet{image}), node profile {run['node_profile']}"
+        mode = f", {facts['device_mode']} devices" if facts.get("device_mode") else ""
+        return f"Kubernetes {facts['kubernetes']} (vanilla kubelet{image}), node profile {run['node_profile']}{mode}"
     return f"node profile {run['node_profile']} ({run.get('node_mode') or '?'} mode)"

@@ -13,6 +13,9 @@ from ..kind.cluster.cpuset_log import Record
 from ..topology.model import Topology
 
 POLICIES = ("none", "static")
+# How a DRA CPU driver publishes CPUs (dra-driver-cpu's --cpu-device-mode): a device per CPU, or a device per
+# NUMA node whose consumable capacity (KEP-5075, beta and on by default since 1.36) is its CPUs
+DEVICE_MODES = ("individual", "grouped")
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
 
 
@@ -119,6 +122,7 @@ class ContainerState:
     container_id: str  # "" before the runtime made it
     running: bool
     restart_count: int = 0
+    claims: tuple[str, ...] = ()  # the ResourceClaims it consumes (resources.claims, templates resolved)
 
 
 @dataclass(frozen=True)
@@ -151,13 +155,17 @@ class Allocation:
     claim: str
     allocated: bool
     devices: tuple[str, ...] = ()
-    cpus: CPUs = frozenset()
+    cpus: CPUs = frozenset()  # individual mode: the CPUs of its devices
     reserved_for: tuple[str, ...] = ()
+    # grouped mode: (group device, CPUs of it consumed). Which CPUs the driver picks is its choice at prepare
+    # time, so only the runtime's cpusets of the claim's containers show them (checks.claim_cpus)
+    shares: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
 class Device:
-    """One device of the driver's ResourceSlices on the node (a CPU in individual mode)."""
+    """One device of the driver's ResourceSlices on the node: a CPU in individual mode, a NUMA node's CPUs as
+    consumable capacity in grouped mode."""
 
     name: str
     cpu: int | None
@@ -165,6 +173,7 @@ class Device:
     socket: int | None
     core: int | None
     attributes: tuple[tuple[str, object], ...] = ()
+    capacity: int | None = None  # grouped mode: the CPUs claims may consume of it (capacity <driver>/cpu)
 
 
 @dataclass(frozen=True)
@@ -248,7 +257,7 @@ class DraSessionConfig:
     driver_manifest: Path
     kubernetes: str
     workdir: Path
-    device_mode: str = "individual"
+    device_mode: str = "individual"  # DEVICE_MODES
     env: tuple[tuple[str, str], ...] = field(default=())
 
 
@@ -285,6 +294,7 @@ class DraSession(Protocol):
     profile: NodeProfile
     node: str
     driver_name: str
+    device_mode: str  # DEVICE_MODES: how claims ask for CPUs (objects.claim_object)
 
     def create_pod(self, pod: PodSpec, *, wait: bool = True, timeout: float = 120) -> PodState: ...
     # wait=True: until every container runs (TimeoutError otherwise); False: returns at once

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..cpuset import CPUs, format_cpulist
 from ..kind.cluster.cpuset_log import EVERY_CPU, Record
 from ..topology.model import Topology
-from .api import DraSession, PodState
+from .api import Allocation, DraSession, PodState
 
 
 def fmt(cpus: CPUs | None) -> str:
@@ -27,21 +27,67 @@ def creates(records: tuple[Record, ...], pod: str, container: str) -> list[Recor
 
 
 def claim_cpus(session: DraSession, pod: PodState) -> CPUs:
-    """Every CPU allocated to the pod's claims (API server). A claim without an allocation of the driver's devices,
-    or with a device whose CPU its ResourceSlices do not name, fails the test that asked: an empty set would let
-    "disjoint", "whole cores" and "not in the pool" hold for nothing (a false pass)."""
+    """Every CPU the pod's claims hold. Individual mode: the CPUs of the allocated devices (API server). Grouped
+    mode: the CPUs the driver picked at prepare time, which only the runtime's cpusets of the containers show
+    (grouped_cpus). A claim without an allocation of the driver's devices, or with a device whose CPU its
+    ResourceSlices do not name, fails the test that asked: an empty set would let "disjoint", "whole cores" and
+    "not in the pool" hold for nothing (a false pass)."""
     cpus: set[int] = set()
+    grouped: dict[str, Allocation] = {}
     for claim in pod.claims:
         allocation = session.allocation(claim)
         if not allocation.allocated or not allocation.devices:
             raise AssertionError(f"claim {claim} of pod {pod.name} has no allocation of the driver's devices")
+        if allocation.shares:
+            grouped[claim] = allocation
+            continue
         if len(allocation.cpus) != len(allocation.devices):
             raise AssertionError(
                 f"claim {claim} of pod {pod.name} holds devices {', '.join(allocation.devices)}, whose CPUs the "
                 f"driver's ResourceSlices name as {fmt(allocation.cpus)}: every device must carry its CPU id "
                 "(attribute cpuID in the driver's domain)")
         cpus |= allocation.cpus
+    if grouped:
+        cpus |= grouped_cpus(session, pod, grouped, frozenset(cpus))
     return frozenset(cpus)
+
+
+def grouped_cpus(session: DraSession, pod: PodState, grouped: dict[str, Allocation], individual: CPUs) -> CPUs:
+    """The CPUs of a pod's grouped-mode claims: each container consuming some MUST run on exactly as many CPUs as
+    they consumed of their group devices (beside its individual claims' CPUs), all inside those devices' NUMA
+    nodes. Anything else fails the test that asked: the count is what the claim asked for."""
+    records = session.cpuset_records()
+    node_of = {d.name: d.numa_node for d in session.slices() if d.capacity is not None}
+    unused = [name for name in grouped if not any(name in c.claims for c in pod.containers)]
+    if unused:
+        raise AssertionError(f"grouped claims {unused} of pod {pod.name} are consumed by no container: their CPUs "
+                             "show only in a container's cpuset")
+    out: set[int] = set()
+    for c in pod.containers:
+        mine = [(n, grouped[n]) for n in c.claims if n in grouped]
+        if not mine:
+            continue
+        have = current_cpus(records, c.container_id) if c.container_id else None
+        shares = [(device, count) for _, a in mine for device, count in a.shares]
+        told = ", ".join(f"{n}: {count} of {device}" for n, a in mine for device, count in a.shares)
+        if not have:
+            raise AssertionError(f"{pod.name}/{c.name} consumes grouped claims ({told}) but the runtime gave it "
+                                 f"{fmt(have)}: a grouped claim's CPUs are the cpuset its containers get")
+        picked = have - individual
+        want = sum(count for _, count in shares)
+        if len(picked) != want:
+            raise AssertionError(f"{pod.name}/{c.name} runs on {fmt(have)}: {len(picked)} CPUs for grouped claims "
+                                 f"that consumed {want} ({told})")
+        nodes = {node_of.get(device) for device, _ in shares}
+        if None in nodes:
+            raise AssertionError(f"group devices {[d for d, _ in shares]} of {pod.name}/{c.name} carry no NUMA node "
+                                 "attribute (numaNodeID in the driver's domain, or resource.kubernetes.io/numaNode)")
+        inside = frozenset().union(*(session.topology.node_cpus.get(n, frozenset()) for n in nodes))
+        if picked - inside:
+            raise AssertionError(f"{pod.name}/{c.name} runs on {fmt(picked)} for {told}: {fmt(picked - inside)} lie "
+                                 f"outside NUMA nodes {sorted(nodes)} of its group devices")
+        out |= picked
+    return frozenset(out)
 
 
 def expected_pool(session: DraSession, grants: CPUs) -> CPUs:

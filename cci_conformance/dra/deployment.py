@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ..cpuset import format_cpulist
 from ..errors import ConfigError
+from .api import DEVICE_MODES
 
 # Every driver is deployed the way kubernetes-sigs/dra-driver-cpu is (its flags, HOST_ROOT and mounts are the
 # convention; our reference driver follows it); a manifest names its own program and DRA driver name.
@@ -21,7 +22,6 @@ HOST_ROOT = "/host"
 # which the harness never sets.
 SYSFS_READS = ("devices/system/cpu", "devices/system/node")
 HYBRID_SYSFS_READS = ("devices/cpu_atom",)
-DEVICE_MODES = ("individual", "grouped")
 GROUP_BY = ("numanode", "socket")
 
 

@@ -7,7 +7,7 @@ the suites can show that the requirement guarding that rule fails (and only then
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,6 +15,7 @@ from ..cpuset import CPUs
 from ..kind.cluster.cpuset_log import Record
 from ..topology.model import Topology
 from .api import (
+    DEVICE_MODES,
     FEATURES,
     Allocation,
     ClaimSpec,
@@ -75,11 +76,16 @@ class FakeDraSession:
     backend_name = "fake"
 
     def __init__(self, topology: Topology, profile: NodeProfile, faults: frozenset[str] = frozenset(),
-                 driver_name: str = "dra.cpu", host_load_per_cpu: float | None = None):
+                 driver_name: str = "dra.cpu", host_load_per_cpu: float | None = None,
+                 device_mode: str = "individual"):
         unknown = set(faults) - set(FAULTS)
         if unknown:
             raise ValueError(f"unknown faults {sorted(unknown)}; known: {sorted(FAULTS)}")
+        if device_mode not in DEVICE_MODES:
+            raise ValueError(f"unknown device mode {device_mode!r}; known: {DEVICE_MODES}")
         self.topology, self.profile, self.faults = topology, profile, frozenset(faults)
+        # grouped: the scheduler hands out a count of one NUMA node's CPUs, the driver picks them at prepare
+        self.device_mode = device_mode
         self.node, self.driver_name = "fake-worker", driver_name
         self.features = frozenset(FEATURES) - {"cpuset-effective"}
         self._claims: dict[str, _Claim] = {}
@@ -126,6 +132,9 @@ class FakeDraSession:
                 free &= self.topology.node_cpus.get(spec.numa_node, frozenset())
             if spec.socket is not None:
                 free &= frozenset(c for c, cpu in self.topology.by_id.items() if cpu.package == spec.socket)
+        if self.device_mode == "grouped":  # one group device: the first NUMA node with room for the share
+            fits = [cpus for _, cpus in sorted(self.topology.node_cpus.items()) if len(cpus & free) >= spec.count]
+            free = free & fits[0] if fits else frozenset()
         if "split-cores" in self.faults:
             order = sorted(free)
         else:
@@ -177,6 +186,10 @@ class FakeDraSession:
             return frozenset().union(*(self._claims[n].cpus for n in names))
         return self._pool() if self._driver_up else None  # no NRI plugin: the runtime sets no cpuset
 
+    def _consumed(self, pod: _Pod, container: str) -> tuple[str, ...]:
+        spec = next(c for c in pod.spec.containers if c.name == container)
+        return tuple(self._claim_name(pod.spec.name, n) for n in spec.claims)
+
     def _claim_name(self, pod: str, claim: str) -> str:
         spec = self._pods[pod].spec if pod in self._pods else None
         templated = {f"{pod}-{c.name}" for c in spec.claims if c.template} if spec else set()
@@ -224,7 +237,8 @@ class FakeDraSession:
         self._pin(pod)
         for container in pod.spec.containers:
             cid = f"{next(self._ids):064x}"
-            pod.containers[container.name] = ContainerState(container.name, cid, True)
+            pod.containers[container.name] = ContainerState(container.name, cid, True, 0,
+                                                            self._consumed(pod, container.name))
             self._record("create", cid, self._cpus_for(pod, container.name), pod.spec.name, container.name)
         if pod.claims:
             self._update_shared()
@@ -246,14 +260,15 @@ class FakeDraSession:
 
     def pod(self, name: str) -> PodState:
         p = self._pods[name]
-        containers = tuple(p.containers.get(c.name, ContainerState(c.name, "", False)) for c in p.spec.containers)
+        containers = tuple(p.containers.get(c.name, ContainerState(c.name, "", False, 0, self._consumed(p, c.name)))
+                           for c in p.spec.containers)
         running = all(c.running for c in containers)
         return PodState(name, p.uid, "Running" if running else "Pending", containers, p.claims, tuple(p.events),
                         0.2 if running else None)
 
     def _release(self, pod: _Pod) -> None:
         for state in pod.containers.values():
-            pod.containers[state.name] = ContainerState(state.name, state.container_id, False, state.restart_count)
+            pod.containers[state.name] = replace(state, running=False)
         for name in pod.claims:
             claim = self._claims.get(name)
             if claim:
@@ -275,11 +290,20 @@ class FakeDraSession:
 
     def allocation(self, claim: str) -> Allocation:
         c = self._claims[claim]
+        if self.device_mode == "grouped":
+            nodes = sorted({self.topology.by_id[n].node for n in c.cpus})
+            shares = tuple((f"numa{n}", c.spec.count) for n in nodes)  # the scheduler's: the count asked for
+            return Allocation(claim, bool(c.cpus), tuple(d for d, _ in shares), frozenset(),
+                              tuple(sorted(c.reserved_for)), shares)
         return Allocation(claim, bool(c.cpus), tuple(f"cpu{n}" for n in sorted(c.cpus)), c.cpus,
                           tuple(sorted(c.reserved_for)))
 
     def slices(self) -> tuple[Device, ...]:
         by_id = self.topology.by_id
+        if self.device_mode == "grouped":
+            published = self._publish()
+            return tuple(Device(f"numa{n}", None, n, by_id[min(cpus)].package, None, capacity=len(cpus & published))
+                         for n, cpus in sorted(self.topology.node_cpus.items()) if cpus & published)
         return tuple(Device(f"cpu{c}", c, by_id[c].node, by_id[c].package, by_id[c].core)
                      for c in sorted(self._publish()))
 
@@ -308,7 +332,7 @@ class FakeDraSession:
         for pod in getattr(self, "_deleted_while_down", []):
             if "leak-on-delete" in self.faults:
                 for state in pod.containers.values():
-                    pod.containers[state.name] = ContainerState(state.name, state.container_id, False)
+                    pod.containers[state.name] = replace(state, running=False)
             else:
                 self._release(pod)
         self._deleted_while_down = []
@@ -342,7 +366,7 @@ class FakeDraSession:
                 for state in other.containers.values():
                     if not other.claims and state.running:
                         self._record("update", state.container_id, self._pool() | lent, other.spec.name, state.name)
-        p.containers[container] = ContainerState(container, cid, True, old.restart_count + 1)
+        p.containers[container] = ContainerState(container, cid, True, old.restart_count + 1, old.claims)
         self._record("create", cid, self._cpus_for(p, container), pod, container)
         self._update_shared()  # the restarted container's create takes its claim back from the pool
 

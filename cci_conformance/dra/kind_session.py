@@ -33,13 +33,14 @@ from .api import (
 )
 from .deployment import NAMESPACE, DriverDeployment
 from .objects import NAMESPACE as POD_NS
-from .objects import pod_objects
+from .objects import capacity_key, pod_objects
 from .worker import Worker
 
 # The faked machine is shown to the driver only (its sysfs hostPaths point here); with policy none the kubelet
 # sees the real host, which it needs: it writes every CPU it sees into the kubepods cpuset (docs/dra-cpu.md).
 MACHINE_ROOT = "/var/lib/cci-machine"
 KUBELET_TIMEOUT_S = 120
+STANDARD_NUMA = "resource.kubernetes.io/numaNode"
 
 
 def qualified(attributes: dict, driver: str) -> dict:
@@ -57,7 +58,7 @@ class KindDraSession:
     def __init__(self, cluster: KindCluster, worker: Worker, config: DraSessionConfig, driver_name: str):
         self.cluster, self.worker, self.config = cluster, worker, config
         self.topology, self.profile, self.node = config.topology, config.profile, worker.node
-        self.driver_name = driver_name
+        self.driver_name, self.device_mode = driver_name, config.device_mode
         self.facts: dict[str, str] = {}
         # the kubelet sees the real host under policy none: its cgroups say nothing about the faked CPUs
         self.features = frozenset(FEATURES) - {"cpuset-effective"}
@@ -110,7 +111,7 @@ class KindDraSession:
         return self._pause
 
     def create_pod(self, pod: PodSpec, *, wait: bool = True, timeout: float = 120) -> PodState:
-        self.worker.apply(*pod_objects(pod, self.node, self._pause_image(), self.driver_name))
+        self.worker.apply(*pod_objects(pod, self.node, self._pause_image(), self.driver_name, self.device_mode))
         if wait:
             try:
                 wait_for(lambda: self.pod(pod.name, events=False).running, timeout=timeout, interval=0.5,
@@ -123,11 +124,21 @@ class KindDraSession:
         """The pod as the API server has it; ``events=False`` spares a polling loop one kubectl call a round."""
         raw = self.worker.get("pod", name)
         status = raw.get("status", {})
+        # a pod's claim references by their names in the pod, resolved to ResourceClaims (templates: by status)
+        resolved = {c["name"]: c["resourceClaimName"] for c in raw["spec"].get("resourceClaims", [])
+                    if c.get("resourceClaimName")}
+        resolved |= {s["name"]: s["resourceClaimName"] for s in status.get("resourceClaimStatuses", []) or []
+                     if s.get("resourceClaimName")}
+        consumes = {c["name"]: tuple(resolved.get(r["name"], r["name"])
+                                     for r in (c.get("resources") or {}).get("claims", []))
+                    for c in raw["spec"]["containers"]}
         containers = tuple(ContainerState(c["name"], c.get("containerID", "").split("://")[-1],
-                                          bool(c.get("state", {}).get("running")), c.get("restartCount", 0))
+                                          bool(c.get("state", {}).get("running")), c.get("restartCount", 0),
+                                          consumes.get(c["name"], ()))
                            for c in status.get("containerStatuses", []))
         if not containers:
-            containers = tuple(ContainerState(c["name"], "", False) for c in raw["spec"]["containers"])
+            containers = tuple(ContainerState(c["name"], "", False, claims=consumes[c["name"]])
+                               for c in raw["spec"]["containers"])
         claims = tuple(s.get("resourceClaimName", "") for s in status.get("resourceClaimStatuses", []) or [])
         claims += tuple(c["resourceClaimName"] for c in raw["spec"].get("resourceClaims", [])
                         if c.get("resourceClaimName"))
@@ -155,15 +166,23 @@ class KindDraSession:
         cpu_of = {d.name: d.cpu for d in self.slices()}
         cpus = frozenset(cpu_of[r["device"]] for r in mine if cpu_of.get(r["device"]) is not None)
         reserved = tuple(r.get("name", "") for r in (raw.get("status") or {}).get("reservedFor", []) or [])
-        return Allocation(claim, bool(results), tuple(r["device"] for r in mine), cpus, reserved)
+        key = capacity_key(self.driver_name)
+        shares = tuple((r["device"], _cpus_of(r["consumedCapacity"][key])) for r in mine
+                       if key in (r.get("consumedCapacity") or {}))
+        return Allocation(claim, bool(results), tuple(r["device"] for r in mine), cpus, reserved, shares)
 
     def slices(self) -> tuple[Device, ...]:
         out = []
-        for name, published in sorted(self.worker.published().items()):
+        devices, quantities = self.worker.published_with_capacity(capacity_key(self.driver_name))
+        capacity = {name: _cpus_of(value) for name, value in quantities.items()}
+        for name, published in sorted(devices.items()):
             attrs = qualified(published, self.driver_name)
             cpu, numa, socket, core = (attrs.get(f"{self.driver_name}/{key}")
                                        for key in ("cpuID", "numaNodeID", "socketID", "coreID"))
-            out.append(Device(name, cpu, numa, socket, core, tuple(sorted(attrs.items()))))
+            if numa is None:  # the standard attribute (KEP-6072) where the driver publishes no own one
+                numa = attrs.get(STANDARD_NUMA)
+            out.append(Device(name, cpu, numa, socket, core, tuple(sorted(attrs.items())),
+                              capacity.get(name)))
         return tuple(out)
 
     def cpuset_records(self) -> tuple[Record, ...]:
@@ -270,6 +289,14 @@ class KindDraSession:
 
     def close(self) -> None:
         self.cluster.delete()
+
+
+def _cpus_of(quantity: str | int) -> int:
+    """A CPU count as the API server writes a quantity ("4"; a whole count never has a suffix here)."""
+    try:
+        return int(quantity)
+    except ValueError:
+        raise ValueError(f"capacity {quantity!r} is not a whole number of CPUs") from None
 
 
 def _start_seconds(status: dict) -> float | None:

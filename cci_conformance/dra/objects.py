@@ -15,8 +15,20 @@ NAMESPACE = "default"
 TERMINATION_GRACE_S = 5
 
 
-def _request(claim: ClaimSpec, driver: str) -> dict:
-    exactly: dict = {"deviceClassName": driver, "allocationMode": "ExactCount", "count": claim.count}
+def capacity_key(driver: str) -> str:
+    """The group devices' consumable capacity: CPUs, in the driver's domain (dra-driver-cpu's dra.cpu/cpu; the
+    scheduler matches a request to a device's capacity by this exact name)."""
+    return f"{driver}/cpu"
+
+
+def _request(claim: ClaimSpec, driver: str, device_mode: str) -> dict:
+    if device_mode == "grouped":
+        # one group device (a NUMA node), ``count`` CPUs of its capacity: the scheduler keeps the sum of the
+        # shares within it (KEP-5075), the driver picks which CPUs at NodePrepareResources
+        exactly: dict = {"deviceClassName": driver, "allocationMode": "ExactCount", "count": 1,
+                         "capacity": {"requests": {capacity_key(driver): str(claim.count)}}}
+    else:
+        exactly = {"deviceClassName": driver, "allocationMode": "ExactCount", "count": claim.count}
     selectors = []
     # dra-driver-cpu publishes its attributes in its own domain (dra.cpu/numaNodeID, dra.cpu/socketID)
     if claim.numa_node is not None:
@@ -33,15 +45,16 @@ def _request(claim: ClaimSpec, driver: str) -> dict:
     return {"devices": devices}
 
 
-def claim_object(claim: ClaimSpec, driver: str) -> dict:
+def claim_object(claim: ClaimSpec, driver: str, device_mode: str = "individual") -> dict:
+    spec = _request(claim, driver, device_mode)
     if claim.template:
         return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-                "metadata": {"name": claim.name, "namespace": NAMESPACE}, "spec": {"spec": _request(claim, driver)}}
+                "metadata": {"name": claim.name, "namespace": NAMESPACE}, "spec": {"spec": spec}}
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-            "metadata": {"name": claim.name, "namespace": NAMESPACE}, "spec": _request(claim, driver)}
+            "metadata": {"name": claim.name, "namespace": NAMESPACE}, "spec": spec}
 
 
-def pod_objects(pod: PodSpec, node: str, image: str, driver: str) -> list[dict]:
+def pod_objects(pod: PodSpec, node: str, image: str, driver: str, device_mode: str = "individual") -> list[dict]:
     """Claims first, then the pod. It goes through the scheduler (a nodeSelector): only the scheduler allocates
     claims (KEP-4381), a pod bound by nodeName would wait for an allocation for ever."""
     refs = [{"name": c.name, **({"resourceClaimTemplateName": c.name} if c.template else {"resourceClaimName": c.name})}
@@ -67,4 +80,4 @@ def pod_objects(pod: PodSpec, node: str, image: str, driver: str) -> list[dict]:
         spec["initContainers"] = [{"name": "hold", "image": image, "imagePullPolicy": "Never"}]
     manifest = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod.name, "namespace": NAMESPACE},
                 "spec": spec}
-    return [*(claim_object(c, driver) for c in pod.claims), manifest]
+    return [*(claim_object(c, driver, device_mode) for c in pod.claims), manifest]

@@ -28,10 +28,13 @@ def kind_opener(config: DraSessionConfig) -> DraSession:
 class Sessions:
     """The open sessions of a run, one per (machine, profile), each closed at the end of the run."""
 
-    def __init__(self, opener: Opener, manifest: Path, kubernetes: str, facts: dict | None = None):
+    def __init__(self, opener: Opener, manifest: Path, kubernetes: str, facts: dict | None = None,
+                 device_mode: str = "individual"):
         self.opener, self.manifest, self.kubernetes = opener, manifest, kubernetes
+        self.device_mode = device_mode
         self.facts = {} if facts is None else facts  # report.json run.backend_facts: what the nodes ran
         self.facts["kubernetes"] = kubernetes
+        self.facts["device_mode"] = device_mode
         self._open: dict[tuple[str, str], DraSession | BaseException] = {}
         self._workdir: Path | None = None  # made with the first session, removed by shutdown()
 
@@ -44,7 +47,7 @@ class Sessions:
             if self._workdir is None:
                 self._workdir = Path(tempfile.mkdtemp(prefix="cci-dra-"))
             config = DraSessionConfig(topology, profile, self.manifest, self.kubernetes,
-                                      self._workdir / f"{topology.name}-{profile.name}")
+                                      self._workdir / f"{topology.name}-{profile.name}", self.device_mode)
             try:
                 self._open[key] = self.opener(config)
                 for name, value in getattr(self._open[key], "facts", {}).items():  # node image, driver image

@@ -36,6 +36,19 @@ def published_devices(slices: list[dict], node: str, driver: str) -> dict[str, d
     return out
 
 
+def published_capacities(slices: list[dict], node: str, driver: str, key: str) -> dict[str, str]:
+    """Device name -> its capacity ``key`` (a quantity), for the devices that have it (grouped mode's)."""
+    out: dict[str, str] = {}
+    for item in slices:
+        spec = item.get("spec", {})
+        if spec.get("driver") == driver and spec.get("nodeName") == node:
+            for device in spec.get("devices", []):
+                value = (device.get("capacity") or {}).get(key, {}).get("value")
+                if value is not None:
+                    out[device["name"]] = value
+    return out
+
+
 def _value(attribute: dict):
     for key in ("int", "bool", "string", "version"):
         if key in attribute:
@@ -155,6 +168,11 @@ class Worker:
 
     def published(self) -> dict[str, dict]:
         return published_devices(self.get("resourceslices")["items"], self.node, self.deployment.driver_name)
+
+    def published_with_capacity(self, key: str) -> tuple[dict[str, dict], dict[str, str]]:
+        """Attributes and capacities ``key`` of the devices, from one read of the slices."""
+        items, driver = self.get("resourceslices")["items"], self.deployment.driver_name
+        return published_devices(items, self.node, driver), published_capacities(items, self.node, driver, key)
 
     def wait_slices(self, timeout: float = 60) -> dict[str, dict]:
         return wait_for(self.published, timeout=timeout, interval=1.0, what=f"ResourceSlices of {self.node}")

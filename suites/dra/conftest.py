@@ -24,6 +24,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("dra", "DRA suites")
     group.addoption("--dra-kubernetes", default=DEFAULT_KUBERNETES, metavar="VERSION",
                     help=f"Kubernetes release of the nodes (default {DEFAULT_KUBERNETES}, the vanilla image)")
+    group.addoption("--dra-device-mode", default="individual", choices=api.DEVICE_MODES,
+                    help="how the driver publishes CPUs (its --cpu-device-mode): a device per CPU, or per NUMA "
+                         "node with the CPUs as consumable capacity (default individual)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -35,7 +38,8 @@ def pytest_configure(config: pytest.Config) -> None:
     kubernetes = versions.release(config.getoption("dra_kubernetes"), field="--dra-kubernetes").kubernetes
     opener = config.stash.get(OPENER, None) or kind_opener
     manifest = settings.manifest.path if settings.manifest is not None else Path("driver.yaml")
-    config.stash[SESSIONS] = Sessions(opener, manifest, kubernetes, suite_facts(config))
+    config.stash[SESSIONS] = Sessions(opener, manifest, kubernetes, suite_facts(config),
+                                      device_mode=config.getoption("dra_device_mode"))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -98,5 +102,6 @@ def dra(request, dra_topology, pytestconfig):
     tracked = Node(session)  # deletes what the test made, newest first, whatever it asserted
     sessions_used(request.node).append(session)  # a failure copies its logs and state files into evidence/
     request.node.user_properties.append(("dra_kubernetes", pytestconfig.stash[SESSIONS].kubernetes))
+    request.node.user_properties.append(("dra_device_mode", session.device_mode))
     yield tracked
     tracked.cleanup()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cci_conformance.dra.api import ContainerSpec, PodSpec
+from cci_conformance.dra.api import ClaimSpec, ContainerSpec, PodSpec
 from cci_conformance.dra.checks import claim_cpus, creates, current_cpus, expected_pool, fmt, pool_problems, settled
 
 # dra-driver-cpu takes at most 32 CPUs a claim in individual mode (upstream #290): the fill of the pool uses
@@ -39,10 +39,18 @@ def test_a_claim_that_would_empty_the_shared_pool_is_refused_or_held(dra):
     """While a shared container runs, claims of every CPU left MUST NOT run on them (refused or held, as the driver
     chooses): the shared container MUST keep a non-empty cpuset that no running claim holds."""
     dra.create_pod(PodSpec.shared("ep-shared"))
-    left = len(dra.topology.online_cpus - dra.profile.reserved)
-    counts = [FILL_CLAIM_MAX] * (left // FILL_CLAIM_MAX) + ([left % FILL_CLAIM_MAX] if left % FILL_CLAIM_MAX else [])
+    free = dra.topology.online_cpus - dra.profile.reserved
+    left = len(free)
+    if dra.device_mode == "grouped":
+        # a group device is one NUMA node: a claim per node, all of its CPUs, held to it by a selector
+        claims = tuple(ClaimSpec(f"ep-all-n{node}", len(cpus & free), numa_node=node)
+                       for node, cpus in sorted(dra.topology.node_cpus.items()) if cpus & free)
+    else:
+        sizes = [FILL_CLAIM_MAX] * (left // FILL_CLAIM_MAX) + ([left % FILL_CLAIM_MAX] if left % FILL_CLAIM_MAX else [])
+        claims = tuple(ClaimSpec(f"ep-all-c{i}", n) for i, n in enumerate(sizes))
+    counts = [c.count for c in claims]
     try:
-        dra.create_pod(PodSpec.claimed("ep-all", *counts), timeout=60)
+        dra.create_pod(PodSpec("ep-all", (ContainerSpec("c0", tuple(c.name for c in claims)),), claims), timeout=60)
         started = True
     except TimeoutError:
         started = False

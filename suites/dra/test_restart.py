@@ -44,8 +44,8 @@ def test_kubelet_restart_keeps_claimed_containers_on_their_cpus(dra, hard):
     now = dra.pod("kr-held")
     moved = _moved(dra, start, {"kr-held": cpus})
     late = claim_cpus(dra, after)
-    assert dra.allocation(held.claims[0]).cpus == cpus, \
-        f"kr-held's claim was {fmt(cpus)}, after the restart {fmt(dra.allocation(held.claims[0]).cpus)}"
+    kept = claim_cpus(dra, now)
+    assert kept == cpus, f"kr-held's claim was {fmt(cpus)}, after the restart {fmt(kept)}"
     assert {c.name: c.container_id for c in now.containers} == before, "kr-held's containers were replaced"
     assert not moved, "; ".join(moved)
     assert not late & cpus, f"a claim prepared after the restart got {fmt(late & cpus)} of kr-held's CPUs"

@@ -27,7 +27,7 @@ def test_a_pod_deleted_while_the_kubelet_is_down_is_not_waited_for_until_it_is_b
     # a deletion is confirmed by the kubelet: waiting for it with the kubelet stopped would only time out
     rec = _Recorder()
     session = KindDraSession(rec, SimpleNamespace(node="w1", **{n: getattr(rec, n) for n in ("delete", "node_exec")}),
-                             SimpleNamespace(topology=None, profile=None), "dra.cpu")
+                             SimpleNamespace(topology=None, profile=None, device_mode="individual"), "dra.cpu")
     session.cluster = rec
     monkeypatch.setattr(session, "_wait_kubelet", lambda old: rec.calls.append(("kubelet back", old)))
     session.stop_kubelet()
@@ -111,7 +111,7 @@ def test_the_restarted_kubelet_is_healthy_when_the_api_servers_node_proxy_says_s
         return "ok"
     session = KindDraSession(SimpleNamespace(kubectl=kubectl),
                              SimpleNamespace(node="w1", node_exec=lambda *a, **k: next(pids), wait_slices=lambda: None),
-                             SimpleNamespace(topology=None, profile=None), "dra.cpu")
+                             SimpleNamespace(topology=None, profile=None, device_mode="individual"), "dra.cpu")
     session._wait_kubelet("41")
     assert asked == [("get", "--raw", "/api/v1/nodes/w1/proxy/healthz")]
 
@@ -137,8 +137,8 @@ def test_unqualified_attribute_names_are_in_the_drivers_domain():
     assert qualified(published["cpu-0"], "drv.example") == {
         "drv.example/cpuID": 0, "drv.example/numaNodeID": 0, "drv.example/socketID": 0, "drv.example/coreID": 0,
         "resource.kubernetes.io/numaNode": 0}
-    session = KindDraSession(None, SimpleNamespace(node="w1", published=lambda: published),
-                             SimpleNamespace(topology=None, profile=None), "drv.example")
+    session = KindDraSession(None, SimpleNamespace(node="w1", published_with_capacity=lambda key: (published, {})),
+                             SimpleNamespace(topology=None, profile=None, device_mode="individual"), "drv.example")
     assert [(d.name, d.cpu, d.numa_node, d.socket, d.core) for d in session.slices()] == [
         ("cpu-0", 0, 0, 0, 0), ("cpu-4", 4, 0, 0, 0)]
 

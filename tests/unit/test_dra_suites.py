@@ -57,7 +57,7 @@ class FakeOpener:
 
     def open(self, config):
         session = FakeDraSession(config.topology, config.profile, self.faults,
-                                 host_load_per_cpu=self.host_load_per_cpu)
+                                 host_load_per_cpu=self.host_load_per_cpu, device_mode=config.device_mode)
         if self.features is not None:
             session.features = frozenset(self.features)
         # what a kind session reports, in report.json's shape (run.backend_facts)
@@ -68,14 +68,14 @@ class FakeOpener:
         return session
 
 
-def run(pytester, opener: FakeOpener, topologies: tuple[str, ...] = TOPOLOGIES) -> dict:
+def run(pytester, opener: FakeOpener, topologies: tuple[str, ...] = TOPOLOGIES, mode: str = "individual") -> dict:
     # importlib: suites/dra/test_latency.py and suites/test_latency.py share a basename, and the CCI one may
     # already be imported in this process (the outer run's modules stay for the inner run)
     args = [str(SUITES_DIR / "dra"), "-p", "cci_conformance.plugin", "-p", "no:cacheprovider",
             "--import-mode=importlib",
             "--cci-driver", str(DRIVER), "--cci-backend", "kind",
             "--cci-catalog", str(CATALOG), "--cci-report-dir", str(pytester.path / "out"),
-            *[a for t in topologies for a in ("--cci-topology", t)]]
+            "--dra-device-mode", mode, *[a for t in topologies for a in ("--cci-topology", t)]]
     pytester.runpytest_inprocess(*args, plugins=[opener])
     return json.loads((pytester.path / "out" / "report.json").read_text())
 
@@ -178,3 +178,39 @@ def test_lat601_over_budget_on_a_loaded_host_is_untested_never_failed_or_passed(
         {k: f[k] for k in ("name", "value")} for f in lat["figures"]], lat["figures"]
     if status == "untested":
         assert "runnable tasks per CPU" in lat["tests"][0]["reason"], lat
+
+
+def test_a_correct_node_in_grouped_mode_passes_every_requirement(pytester):
+    opener = FakeOpener()
+    report = run(pytester, opener, mode="grouped")
+    assert statuses(report) == dict.fromkeys(ALL, "pass"), statuses(report)
+    assert {s.device_mode for s in opener.opened} == {"grouped"}
+    assert report["run"]["backend_facts"]["device_mode"] == "grouped"
+    assert report["errors"] == []
+
+
+@pytest.mark.parametrize(("fault", "fails"), [
+    ("split-cores", {"CLAIM-603"}),
+    ("ignore-selector", {"CLAIM-604"}),
+    # every test that reads a grouped claim's CPUs reads them off its containers and finds one short of the share
+    ("wrong-count", {"CLAIM-601", "CLAIM-602", "CLAIM-603", "CLAIM-604", "CLAIM-605", "CLAIM-606", "ACCT-601",
+                     "ACCT-602", "RESTART-601", "RESTART-602", "RESTART-603", "RESTART-604", "RESTART-605"}),
+    ("shared-overlaps", {"ACCT-601", "RESTART-601", "RESTART-603", "RESTART-604", "RESTART-605"}),
+    ("starve-shared", {"ACCT-601", "RESTART-601", "RESTART-602", "RESTART-603", "RESTART-604", "ROBUST-601"}),
+    ("share-claim-across-pods", {"CLAIM-606"}),
+    ("forget-on-driver-restart", {"RESTART-603", "RESTART-604", "RESTART-605"}),
+    ("reprepare-on-kubelet-restart", {"RESTART-601"}),
+    ("leak-on-delete", {"RESTART-602", "RESTART-603", "RESTART-604", "ROBUST-601"}),
+    ("slow-prepare", {"LAT-601"}),
+    ("empty-the-pool", {"ACCT-602"}),
+    ("ignore-static-pins", {"ACCT-603"}),
+    ("release-on-stop", {"RESTART-605"}),
+    ("publish-reserved", set()),
+    ("ignore-opaque-config", {"ROBUST-601"}),
+    ("vague-config-refusal", {"ROBUST-601"}),
+])
+def test_each_broken_rule_fails_its_requirement_in_grouped_mode(pytester, fault, fails):
+    report = run(pytester, FakeOpener({fault}), ("server-2s8c-smt2-intel",), mode="grouped")
+    got = statuses(report)
+    assert {r for r, s in got.items() if s == "fail"} == fails, got
+    assert {r for r, s in got.items() if s != "fail"} == ALL - fails and set(got.values()) <= {"pass", "fail"}

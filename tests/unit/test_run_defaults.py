@@ -71,7 +71,8 @@ def test_kind_scopes_a_machine_and_an_embedded_run_a_machine_in_one_module():
 
 def _cli_args(**given) -> argparse.Namespace:
     fields = dict(workers=None, stateful_examples=None, profile="default", driver=None, suites=None, backend=None,
-                  topology=None, node_profile=None, catalog=None, kubernetes=None, keyword=None, pytest_args=[])
+                  topology=None, node_profile=None, catalog=None, kubernetes=None, device_mode=None, keyword=None,
+                  pytest_args=[])
     return argparse.Namespace(**{**fields, **given})
 
 
@@ -99,3 +100,16 @@ def test_kubernetes_is_refused_for_a_cci_driver_and_an_unbuilt_release_named():
     with pytest.raises(ConfigError, match="--kubernetes") as unknown:
         _settings(_cli_args(driver=str(PROJECT_ROOT / "drivers_under_test" / "dra-driver-cpu"), kubernetes="v1.99.0"))
     assert "v1.37.2" in str(unknown.value)
+
+
+def test_device_mode_reaches_the_dra_suites_and_is_refused_for_a_cci_driver(tmp_path):
+    from cci_conformance.certify.cli import _settings
+    from cci_conformance.paths import PROJECT_ROOT
+
+    args = _cli_args(driver=str(PROJECT_ROOT / "drivers_under_test" / "dra-reference"), device_mode="grouped")
+    settings, suites = _settings(args)
+    cmd = pytest_command(settings, suites, tmp_path, args)
+    assert cmd[cmd.index("--dra-device-mode") + 1] == "grouped"
+    with pytest.raises(ConfigError, match="--device-mode") as cci:
+        _settings(_cli_args(device_mode="grouped"))
+    assert "dra/v1" in str(cci.value)
