@@ -28,7 +28,7 @@ def test_release_lookup_accepts_both_spellings_and_names_the_known_ones():
     assert versions.release("1.34.12") is versions.CCI
     with pytest.raises(ConfigError) as err:
         versions.release("v1.36.0")
-    assert "--kubernetes" in str(err.value) and "v1.34.12, v1.37.2" in str(err.value)
+    assert "--kubernetes" in str(err.value) and "v1.34.12, v1.36.3, v1.37.2" in str(err.value)
 
 
 def test_vanilla_release_builds_its_own_kubelet_and_tools_of_its_release():

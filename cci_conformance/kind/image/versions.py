@@ -48,7 +48,12 @@ CCI = Release(kubernetes="v1.34.12", kind="v0.30.0", kubeadm_api="kubeadm.k8s.io
 # The current release line, unpatched, for DRA drivers (KEP-5517 and the DRA features they use are 1.36+).
 VANILLA = Release(kubernetes="v1.37.2", kind="v0.33.0", kubeadm_api="kubeadm.k8s.io/v1beta4",
                   containerd="v2.2.9", crictl="v1.37.0", etcd="v3.7.0", coredns="v1.14.6", cci_kubelet=False)
-RELEASES = {r.kubernetes: r for r in (CCI, VANILLA)}
+# The release before it, so that the DRA findings have a column per release (docs/dra-cpu.md): the oldest one
+# whose DRA features the suites use are all on by default (DRAConsumableCapacity went beta in 1.36). Its pins from
+# its kubeadm (constants.go: etcd 3.6.8-0, CoreDNS v1.14.2); crictl of the same minor.
+PREVIOUS = Release(kubernetes="v1.36.3", kind="v0.33.0", kubeadm_api="kubeadm.k8s.io/v1beta4",
+                   containerd="v2.2.9", crictl="v1.36.0", etcd="v3.6.8", coredns="v1.14.2", cci_kubelet=False)
+RELEASES = {r.kubernetes: r for r in (CCI, PREVIOUS, VANILLA)}
 
 
 def release(kubernetes: str, field: str = "--kubernetes") -> Release:
