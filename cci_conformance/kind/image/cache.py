@@ -56,9 +56,18 @@ def building(what: str) -> Iterator[None]:
 
 
 def exclusive(build: Callable[..., T]) -> Callable[..., T]:
-    """``build`` under the build cache's lock (``building``)."""
+    """``build`` under the build cache's lock (``building``), once it has to build. A finished step is never
+    written again, so reading one needs no lock: ``build`` runs first with every step cached-only, and takes the
+    lock only when a step is missing. Without that, a run whose images were all cached waited for the lock behind
+    another process's node image build of another release (20 minutes on 2 cores), at the opening of a session."""
     @functools.wraps(build)
     def locked(*args, **kwargs) -> T:
+        if not _CACHED_ONLY.get():
+            try:
+                with cached_only():
+                    return build(*args, **kwargs)
+            except NotCached:
+                pass  # something must be built: under the lock, from the start
         with building(build.__qualname__):
             return build(*args, **kwargs)
     return locked
