@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 from .. import interrupts
+from ..cluster import run as cluster_run
 from ..errors import ConfigError
 from ..paths import SUITES_DIR
 from ..procgroup import running, signal_group, stop_group, with_parent_death
@@ -71,6 +72,7 @@ def add_parser(subparsers) -> None:
                         + "); a larger N is a longer exploration, recorded in report.json")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="deadline of the whole run (default: "
                    + ", ".join(f"{s:g} s on {b}" for b, s in RUN_TIMEOUT_S.items()) + ")")
+    cluster_run.add_arguments(p)
     p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments after --")
     p.set_defaults(handler=run)
 
@@ -90,6 +92,8 @@ def default_workers(backend: str, topologies: int, cpus: int | None = None) -> i
 def _settings(args) -> tuple[RunSettings, Path]:
     if args.workers is not None and args.workers < 0:
         raise ConfigError("worker count must be 0 or more", field="-n", fix="use -n 2, or leave it out")
+    cluster_run.check_options(args.backend or "", args.kubeconfig, args.nodes, args.workers, args.topology,
+                              args.kubernetes)
     check_stateful_examples(args.stateful_examples, "--stateful-examples")
     settings = RunSettings(profile=args.profile, stateful_examples=args.stateful_examples)
     if args.driver:
@@ -101,7 +105,9 @@ def _settings(args) -> tuple[RunSettings, Path]:
         raise ConfigError("suites folder not found", file=str(suites), field="--suites",
                           fix="pass the folder that holds the conformance test modules")
     settings.backend = args.backend or (DRA_BACKEND if dra else DEFAULT_BACKEND)
-    if args.topology:
+    if args.nodes:  # --backend cluster: the machines are the nodes, read from them (cluster/run.py)
+        settings.topologies = tuple(args.nodes)
+    elif args.topology:
         settings.topologies = tuple(args.topology)
     elif dra:
         settings.topologies = DRA_TOPOLOGIES
@@ -131,6 +137,8 @@ def _validate(settings: RunSettings) -> None:
     settings.node_profile_data  # noqa: B018
     from .settings import load_topology
 
+    if settings.backend == cluster_run.BACKEND:
+        return  # the nodes' machines are read from them once the cluster is reached (cluster/run.py)
     for name in settings.topologies:
         load_topology(name)
 
@@ -224,6 +232,20 @@ def run(args) -> int:
     report_dir.mkdir(parents=True, exist_ok=True)
     workers = args.workers if args.workers is not None else default_workers(settings.backend,
                                                                             len(settings.topologies))
+    cluster = None
+    if settings.backend == cluster_run.BACKEND:
+        cluster = cluster_run.prepare(args.kubeconfig, args.nodes, settings.manifest.is_dra, report_dir)
+        workers = cluster.workers(args.workers)
+        args.pytest_args = [*cluster.pytest_args(), *args.pytest_args]
+    try:
+        return _certify(settings, suites, report_dir, args, workers, timeout)
+    finally:
+        if cluster is not None:
+            for line in cluster.finish():  # the sessions delete what they made; this catches what they could not
+                print(f"cci-conformance: cluster cleanup: {line}", file=sys.stderr)
+
+
+def _certify(settings: RunSettings, suites: Path, report_dir: Path, args, workers: int, timeout: float) -> int:
     print(f"cci-conformance: certifying {settings.manifest.name} on {', '.join(settings.topologies)} "
           f"(backend {settings.backend}{f', {workers} workers' if workers else ''}); report in {report_dir}",
           flush=True)
