@@ -18,8 +18,11 @@ from cci_conformance.kind.cluster.config import ClusterPlan, NodePlan, kind_conf
 from cci_conformance.kind.cluster.lifecycle import remove_network
 from cci_conformance.kind.image import nodeimage, versions
 from cci_conformance.kind.runner import run
+from cci_conformance.node.profile import parse_config
 
 CREATE_TIMEOUT_S = 900  # three nodes on a loaded 2-core host
+# A worker's kubelet as an operator would configure it: the CPU manager's static policy, CPU 0 reserved.
+STATIC_RESERVED = {"mode": "coexistence", "cpuManagerPolicy": "static", "cci": False, "reservedSystemCPUs": "0"}
 
 
 @dataclass(frozen=True)
@@ -43,11 +46,13 @@ def load_driver(cluster: External, driver_dir: Path) -> str:
 
 
 @contextlib.contextmanager
-def external_cluster(name: str, workers: int = 2) -> Iterator[External]:
-    """A control plane and ``workers`` vanilla workers (the real machine, policy none); always deleted."""
+def external_cluster(name: str, static: tuple[bool, ...] = (False, True)) -> Iterator[External]:
+    """A control plane and a vanilla worker per entry of ``static`` (the real machine; the kubelet's CPU manager
+    policy none, or static with CPU 0 reserved); always deleted."""
     release = versions.VANILLA
-    plan = ClusterPlan(name, nodeimage.default_image(release),
-                       [NodePlan("control-plane"), *(NodePlan("worker") for _ in range(workers))], release=release)
+    workers = [NodePlan("worker", None, parse_config(STATIC_RESERVED) if s else None) for s in static]
+    plan = ClusterPlan(name, nodeimage.default_image(release), [NodePlan("control-plane"), *workers],
+                       release=release)
     kind = toolchain.kind_binary(release)
     with tempfile.TemporaryDirectory(prefix="cci-external-") as scratch:
         config = Path(scratch) / "kind.yaml"
