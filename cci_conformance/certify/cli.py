@@ -12,7 +12,6 @@ from datetime import datetime
 from pathlib import Path
 
 from .. import interrupts
-from ..cluster import run as cluster_run
 from ..errors import ConfigError
 from ..paths import SUITES_DIR
 from ..procgroup import running, signal_group, stop_group, with_parent_death
@@ -72,7 +71,9 @@ def add_parser(subparsers) -> None:
                         + "); a larger N is a longer exploration, recorded in report.json")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="deadline of the whole run (default: "
                    + ", ".join(f"{s:g} s on {b}" for b, s in RUN_TIMEOUT_S.items()) + ")")
-    cluster_run.add_arguments(p)
+    p.add_argument("--kubeconfig", metavar="FILE", help="--backend cluster: kubeconfig of the existing cluster")
+    p.add_argument("--node", metavar="NAME", action="append", dest="nodes",
+                   help="--backend cluster: a node to certify on (repeat for several; one worker per node)")
     p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments after --")
     p.set_defaults(handler=run)
 
@@ -92,8 +93,12 @@ def default_workers(backend: str, topologies: int, cpus: int | None = None) -> i
 def _settings(args) -> tuple[RunSettings, Path]:
     if args.workers is not None and args.workers < 0:
         raise ConfigError("worker count must be 0 or more", field="-n", fix="use -n 2, or leave it out")
-    cluster_run.check_options(args.backend or "", args.kubeconfig, args.nodes, args.workers, args.topology,
-                              args.kubernetes)
+    hooks = _run_hooks(args.backend)
+    if hooks is not None:
+        hooks.check_run_options(args)
+    elif getattr(args, "kubeconfig", None) or getattr(args, "nodes", None):
+        raise ConfigError("--kubeconfig and --node choose the nodes of an existing cluster", field="--backend",
+                          fix="add --backend cluster, or leave --kubeconfig and --node out")
     check_stateful_examples(args.stateful_examples, "--stateful-examples")
     settings = RunSettings(profile=args.profile, stateful_examples=args.stateful_examples)
     if args.driver:
@@ -105,7 +110,7 @@ def _settings(args) -> tuple[RunSettings, Path]:
         raise ConfigError("suites folder not found", file=str(suites), field="--suites",
                           fix="pass the folder that holds the conformance test modules")
     settings.backend = args.backend or (DRA_BACKEND if dra else DEFAULT_BACKEND)
-    if args.nodes:  # --backend cluster: the machines are the nodes, read from them (cluster/run.py)
+    if getattr(args, "nodes", None):  # --backend cluster: the machines are the nodes, read from them (cluster/run.py)
         settings.topologies = tuple(args.nodes)
     elif args.topology:
         settings.topologies = tuple(args.topology)
@@ -137,10 +142,22 @@ def _validate(settings: RunSettings) -> None:
     settings.node_profile_data  # noqa: B018
     from .settings import load_topology
 
-    if settings.backend == cluster_run.BACKEND:
+    if _run_hooks(settings.backend) is not None:
         return  # the nodes' machines are read from them once the cluster is reached (cluster/run.py)
     for name in settings.topologies:
         load_topology(name)
+
+
+def _run_hooks(backend: str | None):
+    """The backend's class when it prepares a run before pytest (the cluster backend: run.py), else None. Through
+    the registry: certify/ never imports a backend's package."""
+    from ..backends.registry import backend_class
+
+    try:
+        cls = backend_class(backend) if backend else None
+    except (ConfigError, ImportError):
+        return None  # an unknown backend is reported inside pytest, where conftest plugins may register more
+    return cls if hasattr(cls, "prepare_run") else None
 
 
 def pytest_command(settings: RunSettings, suites: Path, report_dir: Path, args, workers: int = 0) -> list[str]:
@@ -233,8 +250,9 @@ def run(args) -> int:
     workers = args.workers if args.workers is not None else default_workers(settings.backend,
                                                                             len(settings.topologies))
     cluster = None
-    if settings.backend == cluster_run.BACKEND:
-        cluster = cluster_run.prepare(args.kubeconfig, args.nodes, settings.manifest.is_dra, report_dir)
+    hooks = _run_hooks(settings.backend)
+    if hooks is not None:  # --backend cluster: the nodes checked and read before pytest starts
+        cluster = hooks.prepare_run(args, settings.manifest.is_dra, report_dir)
         workers = cluster.workers(args.workers)
         args.pytest_args = [*cluster.pytest_args(), *args.pytest_args]
     try:

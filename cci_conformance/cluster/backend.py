@@ -25,3 +25,16 @@ class ClusterBackend:
 
     def finish(self) -> None:
         pass  # each session deletes what it made; the controller's plugin sweeps the run's label
+
+    # -- what `cci-conformance run` asks of a backend that prepares its run (certify/cli.py _run_hooks) ------
+    @staticmethod
+    def check_run_options(args) -> None:
+        from .run import check_options
+
+        check_options(args.kubeconfig, args.nodes, args.workers, args.topology, args.kubernetes)
+
+    @staticmethod
+    def prepare_run(args, dra: bool, report_dir):
+        from .run import prepare
+
+        return prepare(args.kubeconfig, args.nodes, dra, report_dir)

@@ -17,24 +17,12 @@ from .backend import CCI_REFUSED
 from .helper import HelperRefused, NodeHelper
 from .kube import Kube, namespace_object, node_namespace
 
-BACKEND = "cluster"
 NODES_DIR = "nodes"  # in the report directory: each node's sysfs as read, DIR/<node>/{sys,proc}
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument("--kubeconfig", metavar="FILE", help="--backend cluster: kubeconfig of the existing cluster")
-    parser.add_argument("--node", metavar="NAME", action="append", dest="nodes",
-                        help="--backend cluster: a node to certify on (repeat for several; -n runs them at once)")
-
-
-def check_options(backend: str, kubeconfig: str | None, nodes: list[str] | None, workers: int | None,
+def check_options(kubeconfig: str | None, nodes: list[str] | None, workers: int | None,
                   topologies: list[str] | None, kubernetes: str | None) -> None:
     """ConfigError naming the option when the cluster options do not fit together."""
-    if backend != BACKEND:
-        if kubeconfig or nodes:
-            raise ConfigError("--kubeconfig and --node choose the nodes of an existing cluster", field="--backend",
-                              fix="add --backend cluster, or leave --kubeconfig and --node out")
-        return
     if not kubeconfig:
         raise ConfigError("--backend cluster needs the cluster's kubeconfig", field="--kubeconfig",
                           fix="pass --kubeconfig FILE")

@@ -148,16 +148,14 @@ def test_a_profile_the_node_does_not_run_is_untested_with_the_reason():
 def test_cluster_options_are_checked_with_the_option_and_the_fix(tmp_path):
     kc = tmp_path / "kc"
     kc.write_text("")
-    check_options("cluster", str(kc), ["w1", "w2"], 2, None, None)
-    check_options("kind", None, None, None, None, None)
-    cases = [(("kind", str(kc), None, None, None, None), "--backend"),
-             (("cluster", None, ["w1"], None, None, None), "--kubeconfig"),
-             (("cluster", str(tmp_path / "missing"), ["w1"], None, None, None), "--kubeconfig"),
-             (("cluster", str(kc), None, None, None, None), "--node"),
-             (("cluster", str(kc), ["w1", "w1"], None, None, None), "--node"),
-             (("cluster", str(kc), ["w1"], None, ["laptop-1s4c-smt2"], None), "--topology"),
-             (("cluster", str(kc), ["w1"], None, None, "v1.37.2"), "--kubernetes"),
-             (("cluster", str(kc), ["w1"], 3, None, None), "-n")]
+    check_options(str(kc), ["w1", "w2"], 2, None, None)
+    cases = [((None, ["w1"], None, None, None), "--kubeconfig"),
+             ((str(tmp_path / "missing"), ["w1"], None, None, None), "--kubeconfig"),
+             ((str(kc), None, None, None, None), "--node"),
+             ((str(kc), ["w1", "w1"], None, None, None), "--node"),
+             ((str(kc), ["w1"], None, ["laptop-1s4c-smt2"], None), "--topology"),
+             ((str(kc), ["w1"], None, None, "v1.37.2"), "--kubernetes"),
+             ((str(kc), ["w1"], 3, None, None), "-n")]
     for args, option in cases:
         with pytest.raises(ConfigError) as caught:
             check_options(*args)
@@ -183,3 +181,46 @@ def test_crictl_labels_name_each_container():
                                                              "io.kubernetes.pod.name": "p",
                                                              "io.kubernetes.container.name": "c0"}}]})
     assert cgroup_log.identities(text) == {"a": ("ns", "p", "c0")}
+
+
+# -- the command line -----------------------------------------------------------------------------------
+def _fake_cluster(monkeypatch, nodes=("w1", "w2")):
+    def answer(argv, timeout, stdin=None):
+        args = [str(a) for a in argv][3:]
+        if args[:1] == ["version"]:
+            return json.dumps({"serverVersion": {"gitVersion": "v1.37.2"}})
+        if args[:2] == ["get", "nodes"]:
+            return json.dumps({"items": [{"metadata": {"name": n}, "status": {"nodeInfo": {
+                "kubeletVersion": "v1.37.2", "architecture": "amd64"}}} for n in nodes]})
+        raise AssertionError(f"unexpected kubectl {args}")
+    monkeypatch.setattr(kube, "run", answer)
+
+
+def test_a_cci_driver_on_a_cluster_is_refused_with_the_reason(monkeypatch, tmp_path, capsys):
+    from cci_conformance.cli import main
+
+    _fake_cluster(monkeypatch)
+    (tmp_path / "kc").write_text("")
+    code = main(["run", "--backend", "cluster", "--kubeconfig", str(tmp_path / "kc"), "--node", "w1",
+                 "--report-dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "CCI kubelet" in err and "w1 (v1.37.2)" in err and "--backend kind" in err
+
+
+def test_an_unknown_node_is_refused_naming_the_cluster_s_nodes(monkeypatch, tmp_path, capsys):
+    from cci_conformance.cli import main
+    from cci_conformance.paths import DRA_REFERENCE_DIR
+
+    _fake_cluster(monkeypatch)
+    (tmp_path / "kc").write_text("")
+    code = main(["run", "--driver", str(DRA_REFERENCE_DIR), "--backend", "cluster", "--kubeconfig",
+                 str(tmp_path / "kc"), "--node", "w9", "--report-dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "no node w9" in err and "w1, w2" in err and "--node" in err
+
+
+def test_cluster_options_without_the_cluster_backend_are_refused(tmp_path, capsys):
+    from cci_conformance.cli import main
+
+    code = main(["run", "--backend", "embedded", "--node", "w1", "--report-dir", str(tmp_path / "out")])
+    assert code == 2 and "--backend cluster" in capsys.readouterr().err
