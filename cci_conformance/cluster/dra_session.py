@@ -46,7 +46,9 @@ def profile_mismatch(node: str, have, reason: str, want) -> str:
 
 def probe_features(worker: ClusterWorker, kube: Kube, node: str) -> dict[str, str]:
     """The session features the node does not allow, each with its reason (empty: every one is offered)."""
-    missing: dict[str, str] = {}
+    # a stopped kubelet could never be started again: the helper is reached through the kubelet (kubectl exec)
+    missing: dict[str, str] = {"kubelet-stop": f"node access goes through the kubelet of {node} (kubectl exec), "
+                                               "so the harness could not start it again once stopped"}
 
     def works(script: str) -> bool:
         try:
@@ -55,8 +57,7 @@ def probe_features(worker: ClusterWorker, kube: Kube, node: str) -> dict[str, st
         except CommandFailed:
             return False
     if not works("pid=$(systemctl show -p MainPID --value kubelet) && [ \"${pid:-0}\" != 0 ]"):
-        for feature in ("kubelet-restart", "kubelet-stop"):
-            missing[feature] = f"the kubelet of {node} is not a running systemd unit named kubelet"
+        missing["kubelet-restart"] = f"the kubelet of {node} is not a running systemd unit named kubelet"
     if not works("command -v crictl"):
         missing["container-restart"] = f"no crictl on {node}"
         missing["cpuset-effective"] = f"no crictl on {node} to find a container's cgroup"
@@ -121,7 +122,15 @@ class ClusterDraSession(KindDraSession):
                                           "archive_sha256": _digest(built.archive)}}
         return session
 
-    # -- what differs from kind: the node's own machine, its own load, its namespace ---------------------
+    # -- what differs from kind: node access through the kubelet, the node's own machine, its namespace -----
+    def restart_kubelet(self, hard: bool = True) -> None:
+        old = self._kubelet_pid()
+        action = f"kill -9 {int(old)}" if hard else "systemctl restart kubelet"
+        # `kubectl exec` streams through this very kubelet: the command that kills it must outlive the exec, so
+        # it is detached and runs a second after the exec has returned (systemd then restarts the kubelet)
+        self.worker.node_exec("sh", "-c", f"setsid sh -c 'sleep 1; {action}' >/dev/null 2>&1 </dev/null &")
+        self._wait_kubelet(old)
+
     def effective_cpus(self, pod: str, container: str) -> CPUs:
         cid = self.pod(pod, events=False).container(container).container_id
         return parse_cpulist(self.worker.effective_cpus(cid))
