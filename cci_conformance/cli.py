@@ -16,6 +16,7 @@ SUBCOMMAND_MODULES = {
     "driver": "cci_conformance.drivers.cli",
     "init-driver": "cci_conformance.drivers.scaffold",
     "kind": "cci_conformance.kind.cli",
+    "report": "cci_conformance.certify.report_cli",
 }
 
 

@@ -13,6 +13,7 @@ from .base import Backend
 BUILTIN = {
     "embedded": "cci_conformance.backends.embedded:EmbeddedBackend",
     "kind": "cci_conformance.kind.cci.backend:KindBackend",
+    "cluster": "cci_conformance.cluster.backend:ClusterBackend",
 }
 _REGISTERED: dict[str, type] = {}
 

@@ -74,6 +74,9 @@ def add_parser(subparsers) -> None:
                         + "); a larger N is a longer exploration, recorded in report.json")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="deadline of the whole run (default: "
                    + ", ".join(f"{s:g} s on {b}" for b, s in RUN_TIMEOUT_S.items()) + ")")
+    p.add_argument("--kubeconfig", metavar="FILE", help="--backend cluster: kubeconfig of the existing cluster")
+    p.add_argument("--node", metavar="NAME", action="append", dest="nodes",
+                   help="--backend cluster: a node to certify on (repeat for several; one worker per node)")
     p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments after --")
     p.set_defaults(handler=run)
 
@@ -93,6 +96,12 @@ def default_workers(backend: str, topologies: int, cpus: int | None = None) -> i
 def _settings(args) -> tuple[RunSettings, Path]:
     if args.workers is not None and args.workers < 0:
         raise ConfigError("worker count must be 0 or more", field="-n", fix="use -n 2, or leave it out")
+    hooks = _run_hooks(args.backend)
+    if hooks is not None:
+        hooks.check_run_options(args)
+    elif getattr(args, "kubeconfig", None) or getattr(args, "nodes", None):
+        raise ConfigError("--kubeconfig and --node choose the nodes of an existing cluster", field="--backend",
+                          fix="add --backend cluster, or leave --kubeconfig and --node out")
     check_stateful_examples(args.stateful_examples, "--stateful-examples")
     settings = RunSettings(profile=args.profile, stateful_examples=args.stateful_examples)
     if args.driver:
@@ -104,7 +113,9 @@ def _settings(args) -> tuple[RunSettings, Path]:
         raise ConfigError("suites folder not found", file=str(suites), field="--suites",
                           fix="pass the folder that holds the conformance test modules")
     settings.backend = args.backend or (DRA_BACKEND if dra else DEFAULT_BACKEND)
-    if args.topology:
+    if getattr(args, "nodes", None):  # --backend cluster: the machines are the nodes, read from them (cluster/run.py)
+        settings.topologies = tuple(args.nodes)
+    elif args.topology:
         settings.topologies = tuple(args.topology)
     elif dra:
         settings.topologies = DRA_TOPOLOGIES
@@ -139,8 +150,22 @@ def _validate(settings: RunSettings) -> None:
     settings.node_profile_data  # noqa: B018
     from .settings import load_topology
 
+    if _run_hooks(settings.backend) is not None:
+        return  # the nodes' machines are read from them once the cluster is reached (cluster/run.py)
     for name in settings.topologies:
         load_topology(name)
+
+
+def _run_hooks(backend: str | None):
+    """The backend's class when it prepares a run before pytest (the cluster backend: run.py), else None. Through
+    the registry: certify/ never imports a backend's package."""
+    from ..backends.registry import backend_class
+
+    try:
+        cls = backend_class(backend) if backend else None
+    except (ConfigError, ImportError):
+        return None  # an unknown backend is reported inside pytest, where conftest plugins may register more
+    return cls if hasattr(cls, "prepare_run") else None
 
 
 def pytest_command(settings: RunSettings, suites: Path, report_dir: Path, args, workers: int = 0) -> list[str]:
@@ -234,6 +259,21 @@ def run(args) -> int:
     report_dir.mkdir(parents=True, exist_ok=True)
     workers = args.workers if args.workers is not None else default_workers(settings.backend,
                                                                             len(settings.topologies))
+    cluster = None
+    hooks = _run_hooks(settings.backend)
+    if hooks is not None:  # --backend cluster: the nodes checked and read before pytest starts
+        cluster = hooks.prepare_run(args, settings.manifest.is_dra, report_dir)
+        workers = cluster.workers(args.workers)
+        args.pytest_args = [*cluster.pytest_args(), *args.pytest_args]
+    try:
+        return _certify(settings, suites, report_dir, args, workers, timeout)
+    finally:
+        if cluster is not None:
+            for line in cluster.finish():  # the sessions delete what they made; this catches what they could not
+                print(f"cci-conformance: cluster cleanup: {line}", file=sys.stderr)
+
+
+def _certify(settings: RunSettings, suites: Path, report_dir: Path, args, workers: int, timeout: float) -> int:
     print(f"cci-conformance: certifying {settings.manifest.name} on {', '.join(settings.topologies)} "
           f"(backend {settings.backend}{f', {workers} workers' if workers else ''}); report in {report_dir}",
           flush=True)

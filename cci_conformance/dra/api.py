@@ -281,7 +281,9 @@ def missing_feature(session: DraSession, feature: str) -> str:
         raise ValueError(f"unknown DRA session feature {feature!r}; known: {sorted(FEATURES)}")
     if feature in session.features:
         return ""
-    return f"backend {session.backend_name} cannot offer {FEATURES[feature].split(': ', 1)[1]} ({feature})"
+    why = getattr(session, "feature_reasons", {}).get(feature)  # a cluster node says why it does not allow it
+    return f"backend {session.backend_name} cannot offer {FEATURES[feature].split(': ', 1)[1]} ({feature})" + \
+        (f": {why}" if why else "")
 
 
 class DraSession(Protocol):
