@@ -17,6 +17,7 @@ from ..paths import SUITES_DIR
 from ..procgroup import running, signal_group, stop_group, with_parent_death
 from ..waiting import WaitTimeout, wait_for
 from . import bundle
+from .releases import certify_releases
 from .report import load_report
 from .settings import DEFAULT_BACKEND, DEFAULT_TOPOLOGIES, STATEFUL_EXAMPLES, RunSettings, check_stateful_examples
 from .summary import PROGRESS_PREFIX, summary_lines
@@ -53,9 +54,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--backend", default=None, help=f"where node and driver run (default: {DEFAULT_BACKEND}; "
                    f"{DRA_BACKEND} for a dra/v1 driver)")
     p.add_argument("--node-profile", metavar="NAME|FILE", help="node profile (default: coexistence)")
-    p.add_argument("--kubernetes", metavar="VERSION", default=None,
-                   help="Kubernetes release of the kind nodes of a dra/v1 driver (default: the DRA suites' "
-                        "vanilla release); a CCI driver runs on the CCI node image's release")
+    p.add_argument("--kubernetes", metavar="VERSION", nargs="+", action="extend", default=None,
+                   help="Kubernetes release(s) of the kind nodes of a dra/v1 driver (default: the DRA suites' "
+                        "vanilla release); several: a run each, one merged report; a CCI driver runs on the CCI "
+                        "node image's release")
     p.add_argument("--device-mode", choices=("individual", "grouped"), default=None,
                    help="how a dra/v1 driver publishes CPUs (its --cpu-device-mode): a device per CPU (default), "
                         "or a device per NUMA node whose capacity claims consume")
@@ -130,7 +132,10 @@ def _settings(args) -> tuple[RunSettings, Path]:
                               fix="leave --kubernetes out (or certify a driver.yaml with protocol: dra/v1)")
         from ..kind.image import versions
 
-        settings.kubernetes = versions.release(args.kubernetes, field="--kubernetes").kubernetes
+        given = [args.kubernetes] if isinstance(args.kubernetes, str) else args.kubernetes
+        releases = tuple(dict.fromkeys(versions.release(v, field="--kubernetes").kubernetes for v in given))
+        settings.kubernetes = releases[0]
+        settings.kubernetes_releases = releases
     if args.device_mode is not None:
         if not dra:
             raise ConfigError("--device-mode chooses how a dra/v1 driver publishes CPUs; a CCI driver publishes none",
@@ -266,6 +271,9 @@ def run(args) -> int:
         workers = cluster.workers(args.workers)
         args.pytest_args = [*cluster.pytest_args(), *args.pytest_args]
     try:
+        if len(settings.kubernetes_releases) > 1:
+            return certify_releases(settings, settings.kubernetes_releases, report_dir,
+                                    lambda one, where: _certify(one, suites, where, args, workers, timeout))
         return _certify(settings, suites, report_dir, args, workers, timeout)
     finally:
         if cluster is not None:
@@ -274,6 +282,7 @@ def run(args) -> int:
 
 
 def _certify(settings: RunSettings, suites: Path, report_dir: Path, args, workers: int, timeout: float) -> int:
+    report_dir.mkdir(parents=True, exist_ok=True)
     print(f"cci-conformance: certifying {settings.manifest.name} on {', '.join(settings.topologies)} "
           f"(backend {settings.backend}{f', {workers} workers' if workers else ''}); report in {report_dir}",
           flush=True)

@@ -101,6 +101,7 @@ class RunSettings:
     progress: bool = False
     stateful_examples: int | None = None  # None: the backend's STATEFUL_EXAMPLES
     kubernetes: str | None = None  # a dra/v1 run's node release (None: the DRA suites' default)
+    kubernetes_releases: tuple[str, ...] = ()  # --kubernetes named several: a run each (certify/releases.py)
     device_mode: str | None = None  # a dra/v1 run's --cpu-device-mode for the driver (None: individual)
     extra: dict = field(default_factory=dict)
 
