@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -21,6 +22,9 @@ TARGETS = yaml.safe_load((DRA_MUTANTS_DIR / "targets.yaml").read_text())
 CATALOG = yaml.safe_load((SUITES_DIR / "dra" / "requirements.yaml").read_text())["requirements"]
 RUN_TIMEOUT_S = 1800  # one cluster per profile: created, the driver built and loaded, the tests run, deleted
 OPT_IN = "CCI_KIND_DRA_MUTANTS"  # "1": run them (about 5 minutes each on 2 cores: not part of CI)
+# "grouped": the reference and its mutants run with --cpu-device-mode=grouped (a share of a NUMA node's capacity per
+# claim, the CPUs picked by the driver: internal/alloc), and the suites read claims as docs/spec.md S5.3 says
+DEVICE_MODE = os.environ.get("CCI_KIND_DRA_DEVICE_MODE", "individual")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -39,7 +43,7 @@ def selected_tests(entry: dict) -> list[str]:
 def test_dra_mutant_is_caught_on_kind_by_exactly_its_targets(name):
     entry = TARGETS["mutants"][name]
     extra = ["--cci-backend", "kind", "--cci-catalog", str(SUITES_DIR / "dra" / "requirements.yaml"),
-             "--cci-node-profile", str(SUITES_DIR / "dra" / "node-none.yaml")]
+             "--cci-node-profile", str(SUITES_DIR / "dra" / "node-none.yaml"), "--dra-device-mode", DEVICE_MODE]
     result = certify(DRA_MUTANTS_DIR / name, [entry["topology"]], selected_tests(entry), extra,
                      timeout=RUN_TIMEOUT_S)
     failed, expected = result.with_status("fail"), set(entry["targets"])
