@@ -1,6 +1,6 @@
 """NodePrepareResources time of DRA CPU drivers on kind, as the kubelet measures it, side by side per machine.
 
-Run: python benchmarks/bench_dra_prepare.py [--driver DIR ...] [--topology NAME ...]
+Run: python benchmarks/bench_dra_prepare.py [--driver DIR ...] [--topology NAME ...] [--device-mode MODE ...]
 Default: our reference (drivers_under_test/dra-reference) and dra-driver-cpu v0.2.0 on laptop-1s4c-smt2 and
 server-2s8c-smt2-intel. For each pair it runs LAT-601's test alone (`cci-conformance run --driver DIR --topology T
 -k test_node_prepare`: at least 100 claimed pods, one at a time, on the vanilla kubelet v1.37.2, policy none) and
@@ -31,11 +31,11 @@ FIGURES = ("node_prepare_calls", "node_prepare_mean", "node_prepare_p50_le", "no
 PLAIN = {"node_prepare_calls", "host_load_per_cpu"}
 
 
-def measure(driver: Path, topology: str) -> tuple[dict[str, float], float, str]:
+def measure(driver: Path, topology: str, mode: str = "individual") -> tuple[dict[str, float], float, str]:
     """LAT-601's figures of one run, its wall time and LAT-601's status (or why there is none)."""
     report_dir = Path(tempfile.mkdtemp(prefix="cci-bench-dra-"))
     argv = [sys.executable, "-m", "cci_conformance", "run", "--driver", str(driver), "--topology", topology,
-            "-k", "test_node_prepare", "--report-dir", str(report_dir)]
+            "--device-mode", mode, "-k", "test_node_prepare", "--report-dir", str(report_dir)]
     start = time.perf_counter()
     try:
         done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
@@ -63,15 +63,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--driver", action="append", type=Path, help="a dra/v1 driver folder (repeatable)")
     parser.add_argument("--topology", action="append", help="a machine of the library (repeatable)")
+    parser.add_argument("--device-mode", action="append", choices=("individual", "grouped"),
+                        help="the drivers' --cpu-device-mode (repeatable; default individual)")
     args = parser.parse_args()
     one, five, _ = os.getloadavg()
     print(f"start: load average {one:.1f} (5 min {five:.1f}) on {len(os.sched_getaffinity(0))} usable CPUs")
-    print("driver | machine | calls | mean | p50 <= | p99 <= | pod start p99 | host load/CPU | LAT-601 | wall")
+    print("driver | mode | machine | calls | mean | p50 <= | p99 <= | pod start p99 | host load/CPU | LAT-601 | wall")
     for driver in args.driver or DRIVERS:
-        for topology in args.topology or TOPOLOGIES:
-            figures, took, status = measure(driver, topology)
-            cells = [show(figures.get(name), "" if name in PLAIN else "s") for name in FIGURES]
-            print(f"{driver.name} | {topology} | {' | '.join(cells)} | {status} | {took:.0f} s", flush=True)
+        for mode in args.device_mode or ["individual"]:
+            for topology in args.topology or TOPOLOGIES:
+                figures, took, status = measure(driver, topology, mode)
+                cells = [show(figures.get(name), "" if name in PLAIN else "s") for name in FIGURES]
+                print(f"{driver.name} | {mode} | {topology} | {' | '.join(cells)} | {status} | {took:.0f} s",
+                      flush=True)
     return 0
 
 
