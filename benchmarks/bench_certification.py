@@ -76,7 +76,10 @@ def main() -> int:
     parser.add_argument("--kind", action="store_true", help="also time the default two-machine kind run")
     parser.add_argument("--dra", action="store_true", help="also time the DRA CPU driver's default kind run")
     args = parser.parse_args()
-    print(f"start: {load()}", flush=True)
+    # with it set, the run and the test session give their processes a bytecode cache of their own
+    # (cci_conformance/bytecode.py); without it Python caches beside the sources as usual
+    bytecode = "set" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "not set"
+    print(f"start: {load()}; PYTHONDONTWRITEBYTECODE {bytecode}", flush=True)
     certification("cci-conformance run (default, embedded)", "run", [])
     if args.kind:
         certification("cci-conformance run --backend kind (two machines, -n 2)", "kind",

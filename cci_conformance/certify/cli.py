@@ -11,7 +11,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from .. import interrupts
+from .. import bytecode, interrupts
 from ..errors import ConfigError
 from ..paths import SUITES_DIR
 from ..procgroup import running, signal_group, stop_group, with_parent_death
@@ -214,8 +214,13 @@ def _run_pytest(cmd: list[str], report_dir: Path, timeout: float) -> tuple[int, 
     # one cannot cut short the partial report pytest writes in its sessionfinish. Should we be SIGKILLed,
     # the kernel SIGTERMs pytest, which then stops as on Ctrl-C (procgroup.with_parent_death, interrupts.py).
     argv, preexec = with_parent_death(cmd, signal.SIGTERM)
+    with bytecode.run_cache() as env:  # its nodes and drivers start hundreds of times (bytecode.py)
+        return _run_pytest_with(argv, preexec, env, report_dir, timeout)
+
+
+def _run_pytest_with(argv, preexec, env: dict[str, str], report_dir: Path, timeout: float):
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                            start_new_session=True, preexec_fn=preexec)
+                            start_new_session=True, preexec_fn=preexec, env=env)
     result: dict = {}
     reader = threading.Thread(target=lambda: result.update(errors=_stream(proc, report_dir / bundle.PYTEST_LOG)),
                               daemon=True)

@@ -68,7 +68,7 @@ class RunWatch:
 def start(argv: list[str], cwd: Path, log: Path) -> tuple[subprocess.Popen, RunWatch]:
     """Start the run in a process group of its own, its output in ``log`` (a pipe nobody reads could block it)."""
     marker = uuid.uuid4().hex
-    env = dict(os.environ, **{MARKER: marker}, PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, **{MARKER: marker})
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)

@@ -51,7 +51,7 @@ def certify(driver: Path, topologies: list[str], modules: list[str] | None = Non
     argv = [sys.executable, "-m", "pytest", *targets, "-q", "-p", "no:cacheprovider", "--cci-driver", str(driver),
             "--cci-report-dir", str(report_dir), *[a for t in topologies for a in ("--cci-topology", t)],
             *(extra or [])]
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ)  # with the session's bytecode cache (tests/conftest.py)
     try:
         proc = run_pytest(argv, env, timeout)
         report = json.loads((report_dir / "report.json").read_text())
