@@ -156,17 +156,18 @@ class ClusterDraSession(KindDraSession):
 
 
 def _remove(kube: Kube, worker: ClusterWorker | None, namespace: str) -> None:
-    """The node's DaemonSet, then its namespace (test pods, claims, the helper): never raises."""
-    if worker is not None:
-        try:
-            worker.remove(timeout=CLOSE_TIMEOUT_S)
-        except (CommandFailed, TimeoutError):
-            pass  # the run's sweep deletes it by label
+    """The node's namespace (test pods, claims, the helper), then its DaemonSet: never raises. The driver goes
+    last: a pod with a claim terminates only once the kubelet had the driver unprepare the claim."""
     try:
         kube.kubectl("delete", "namespace", namespace, "--ignore-not-found", "--wait=true",
                      f"--timeout={CLOSE_TIMEOUT_S}s", timeout=CLOSE_TIMEOUT_S + 15)
     except CommandFailed:
-        pass
+        pass  # the run's sweep deletes it by label
+    if worker is not None:
+        try:
+            worker.remove(timeout=CLOSE_TIMEOUT_S)
+        except (CommandFailed, TimeoutError):
+            pass
 
 
 def _digest(path: Path) -> str:

@@ -13,12 +13,12 @@ from ..kind.runner import CommandFailed, run
 RUN_LABEL = "cci-conformance.io/run"
 NODE_LABEL = "cci-conformance.io/node"
 SUITE_NAMESPACE = "default"  # where the DRA suites put their pods and claims (dra/objects.py)
-# What the sweep deletes, namespaced kinds first (pods release their claims before the claims go).
-NAMESPACED_KINDS = ("daemonsets.apps", "pods", "resourceclaims.resource.k8s.io",
-                    "resourceclaimtemplates.resource.k8s.io", "serviceaccounts")
-CLUSTER_KINDS = ("deviceclasses.resource.k8s.io", "clusterrolebindings.rbac.authorization.k8s.io",
-                 "clusterroles.rbac.authorization.k8s.io", "namespaces")
-SWEEP_NAMESPACES = ("kube-system",)  # where the driver's DaemonSet lives; each node's namespace goes whole
+# What the sweep deletes, in order: pods and claims while the driver still runs (a claimed pod terminates only
+# once the driver unprepared its claim), the run's namespaces, then the driver and its cluster-wide objects.
+SWEEP_ORDER = (("pods", "resourceclaims.resource.k8s.io", "resourceclaimtemplates.resource.k8s.io"),
+               ("namespaces",), ("daemonsets.apps", "serviceaccounts"),
+               ("deviceclasses.resource.k8s.io", "clusterrolebindings.rbac.authorization.k8s.io",
+                "clusterroles.rbac.authorization.k8s.io"))
 _RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
 
 
@@ -108,22 +108,16 @@ class Kube:
         """Delete everything labelled with the run (never raises); what could not be deleted, with why."""
         problems = []
         sel = selector(run_id)
-        for kind in NAMESPACED_KINDS:
+        for kinds in SWEEP_ORDER:
             try:
-                self.kubectl("delete", kind, "-A", "-l", sel, "--ignore-not-found", "--wait=true",
+                self.kubectl("delete", ",".join(kinds), "-A", "-l", sel, "--ignore-not-found", "--wait=true",
                              f"--timeout={int(timeout)}s", timeout=timeout + 15)
             except CommandFailed as exc:
-                problems.append(f"{kind}: {exc}")
-        for kind in CLUSTER_KINDS:
-            try:
-                self.kubectl("delete", kind, "-l", sel, "--ignore-not-found", "--wait=true",
-                             f"--timeout={int(timeout)}s", timeout=timeout + 15)
-            except CommandFailed as exc:
-                problems.append(f"{kind}: {exc}")
+                problems.append(f"{', '.join(kinds)}: {exc}")
         return problems
 
     def leftovers(self, run_id: str) -> list[str]:
         """Objects still labelled with the run (a namespace still terminating counts)."""
-        kinds = ",".join(NAMESPACED_KINDS + CLUSTER_KINDS)
+        kinds = ",".join(kind for group in SWEEP_ORDER for kind in group)
         out = self.kubectl("get", kinds, "-A", "-l", selector(run_id), "-o", "name", timeout=60)
         return [line for line in out.splitlines() if line.strip()]

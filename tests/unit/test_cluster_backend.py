@@ -224,3 +224,13 @@ def test_cluster_options_without_the_cluster_backend_are_refused(tmp_path, capsy
 
     code = main(["run", "--backend", "embedded", "--node", "w1", "--report-dir", str(tmp_path / "out")])
     assert code == 2 and "--backend cluster" in capsys.readouterr().err
+
+
+def test_the_sweep_deletes_claimed_pods_before_the_driver_and_only_by_the_run_label(monkeypatch, tmp_path):
+    sent = []
+    monkeypatch.setattr(kube, "run", lambda argv, timeout, stdin=None: sent.append([str(a) for a in argv]) or "")
+    assert kube.Kube(tmp_path / "kc").sweep("ab12cd34") == []
+    kinds = [argv[argv.index("delete") + 1] for argv in sent]
+    assert kinds.index(next(k for k in kinds if "pods" in k)) < kinds.index(next(k for k in kinds if "daemonsets" in k))
+    assert kinds.index("namespaces") < kinds.index(next(k for k in kinds if "daemonsets" in k))
+    assert all(argv[argv.index("-l") + 1] == f"{kube.RUN_LABEL}=ab12cd34" for argv in sent)
