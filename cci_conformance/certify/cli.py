@@ -79,6 +79,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--kubeconfig", metavar="FILE", help="--backend cluster: kubeconfig of the existing cluster")
     p.add_argument("--node", metavar="NAME", action="append", dest="nodes",
                    help="--backend cluster: a node to certify on (repeat for several; one worker per node)")
+    p.add_argument("--driver-daemonset", metavar="NAMESPACE/NAME", default=None,
+                   help="--backend cluster: certify the driver the cluster already runs as this DaemonSet (observed "
+                        "only: never deployed, restarted or stopped; docs/cluster.md)")
     p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments after --")
     p.set_defaults(handler=run)
 
@@ -101,9 +104,9 @@ def _settings(args) -> tuple[RunSettings, Path]:
     hooks = _run_hooks(args.backend)
     if hooks is not None:
         hooks.check_run_options(args)
-    elif getattr(args, "kubeconfig", None) or getattr(args, "nodes", None):
-        raise ConfigError("--kubeconfig and --node choose the nodes of an existing cluster", field="--backend",
-                          fix="add --backend cluster, or leave --kubeconfig and --node out")
+    elif getattr(args, "kubeconfig", None) or getattr(args, "nodes", None) or getattr(args, "driver_daemonset", None):
+        raise ConfigError("--kubeconfig, --node and --driver-daemonset are about an existing cluster",
+                          field="--backend", fix="add --backend cluster, or leave those options out")
     check_stateful_examples(args.stateful_examples, "--stateful-examples")
     settings = RunSettings(profile=args.profile, stateful_examples=args.stateful_examples)
     if args.driver:

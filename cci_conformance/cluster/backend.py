@@ -31,10 +31,12 @@ class ClusterBackend:
     def check_run_options(args) -> None:
         from .run import check_options
 
-        check_options(args.kubeconfig, args.nodes, args.workers, args.topology, args.kubernetes)
+        check_options(args.kubeconfig, args.nodes, args.workers, args.topology, args.kubernetes,
+                      getattr(args, "driver_daemonset", None))
 
     @staticmethod
     def prepare_run(args, dra: bool, report_dir):
         from .run import prepare
 
-        return prepare(args.kubeconfig, args.nodes, dra, report_dir)
+        return prepare(args.kubeconfig, args.nodes, dra, report_dir, getattr(args, "driver_daemonset", None),
+                       getattr(args, "device_mode", None))

@@ -15,7 +15,7 @@ from ..dra.kind_session import KindDraSession
 from ..drivers.manifest import load_manifest
 from ..kind.cluster.pods import pause_image
 from ..kind.runner import CommandFailed
-from . import node_facts
+from . import node_facts, observed
 from .helper import NodeHelper
 from .kube import RUN_LABEL, SUITE_NAMESPACE, Kube, namespace_object, node_namespace
 from .worker import ClusterWorker
@@ -31,6 +31,7 @@ class ClusterTarget:
     kubeconfig: Path
     run_id: str
     kubectl: str = "kubectl"
+    daemonset: str = ""  # NAMESPACE/NAME of the driver the cluster already runs (observed.py), else deployed
 
 
 def profile_mismatch(node: str, have, reason: str, want) -> str:
@@ -96,6 +97,8 @@ class ClusterDraSession(KindDraSession):
             # run has the profile, untested with this reason where none has (docs/spec.md)
             not_applicable(untested)  # before anything is made on the node
         manifest = load_manifest(config.driver_manifest)
+        if target.daemonset:
+            return cls._observe(config, target, kube, node, node_json, have, manifest)
         built = driver_image.build(manifest)
         arch = node_facts.node_summary(node_json)["architecture"] or "amd64"
         kube.kubectl("apply", "-f", "-", stdin=json.dumps(namespace_object(namespace, target.run_id)))
@@ -120,6 +123,36 @@ class ClusterDraSession(KindDraSession):
                                     "untested_features": dict(sorted(missing.items()))}],
                          "driver_image": {"reference": built.reference, "origin": built.origin,
                                           "archive_sha256": _digest(built.archive)}}
+        return session
+
+    @classmethod
+    def _observe(cls, config, target, kube, node, node_json, have, manifest) -> ClusterDraSession:
+        """The session over the driver the cluster runs already (its DaemonSet ``target.daemonset``)."""
+        ref = observed.parse_ref(target.daemonset)
+        namespace = kube.namespace
+        arch = node_facts.node_summary(node_json)["architecture"] or "amd64"
+        kube.kubectl("apply", "-f", "-", stdin=json.dumps(namespace_object(namespace, target.run_id)))
+        worker = None
+        try:
+            helper = NodeHelper(kube, node, namespace).start(pause_image(kube, node), target.run_id, arch)
+            daemonset = kube.get_json("daemonset", ref.name, "-n", ref.namespace)
+            image = daemonset["spec"]["template"]["spec"]["containers"][0]["image"]
+            deployment = DriverDeployment(image, node, device_mode=config.device_mode, driver_name=manifest.dra_driver,
+                                          reserved_cpus=have.reserved)
+            worker = observed.ObservedWorker(kube, node, deployment, helper, target.run_id, ref)
+            missing = {**probe_features(worker, kube, node), **observed.observed_reasons(ref)}
+            worker.deploy()
+        except BaseException:
+            _remove(kube, worker, namespace)
+            raise
+        session = cls(kube, worker, config, manifest.dra_driver, missing)
+        session.profile = have
+        session.facts = {"nodes": [{"name": node, **node_facts.node_summary(node_json),
+                                    "cpu_manager": have.describe(),
+                                    "topology": node_facts.topology_summary(config.topology),
+                                    "untested_features": dict(sorted(missing.items()))}],
+                         "driver_image": {"reference": image, "origin": "observed daemonset", "daemonset": str(ref),
+                                          "image_ids": worker.image_ids()}}
         return session
 
     # -- what differs from kind: node access through the kubelet, the node's own machine, its namespace -----

@@ -25,6 +25,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--cluster-kubectl", metavar="FILE", default="kubectl", help="kubectl to reach the cluster")
     group.addoption("--cluster-kubernetes", metavar="VERSION", default="",
                     help="the API server's version, recorded in report.json")
+    group.addoption("--cluster-driver-daemonset", metavar="NAMESPACE/NAME", default="",
+                    help="the driver the cluster already runs as this DaemonSet: observed, never deployed")
 
 
 def _register_nodes(directory: Path) -> None:
@@ -46,7 +48,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if not kubeconfig or not run_id:
         raise pytest.UsageError("--backend cluster needs --cluster-kubeconfig and --cluster-run-id; fix: run it "
                                 "through `cci-conformance run --backend cluster --kubeconfig FILE --node NAME`")
-    target = ClusterTarget(Path(kubeconfig), run_id, config.getoption("cluster_kubectl"))
+    target = ClusterTarget(Path(kubeconfig), run_id, config.getoption("cluster_kubectl"),
+                           config.getoption("cluster_driver_daemonset"))
     config.stash[TARGET] = target
     config.stash[OPENER] = opener(target)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..kind.cluster.pods import pause_image
 from ..kind.runner import CommandFailed
-from . import node_facts
+from . import node_facts, observed
 from .backend import CCI_REFUSED
 from .helper import HelperRefused, NodeHelper
 from .kube import Kube, namespace_object, node_namespace
@@ -21,7 +21,7 @@ NODES_DIR = "nodes"  # in the report directory: each node's sysfs as read, DIR/<
 
 
 def check_options(kubeconfig: str | None, nodes: list[str] | None, workers: int | None,
-                  topologies: list[str] | None, kubernetes: str | None) -> None:
+                  topologies: list[str] | None, kubernetes: str | None, daemonset: str | None = None) -> None:
     """ConfigError naming the option when the cluster options do not fit together."""
     if not kubeconfig:
         raise ConfigError("--backend cluster needs the cluster's kubeconfig", field="--kubeconfig",
@@ -39,6 +39,8 @@ def check_options(kubeconfig: str | None, nodes: list[str] | None, workers: int 
     if kubernetes:
         raise ConfigError("on --backend cluster the Kubernetes release is the cluster's", field="--kubernetes",
                           fix="leave --kubernetes out")
+    if daemonset:
+        observed.parse_ref(daemonset)
     if workers is not None and workers > len(nodes):
         raise ConfigError(f"-n {workers} is more workers than the {len(nodes)} nodes named", field="-n",
                           fix=f"use -n {len(nodes)} (one worker per node), or fewer")
@@ -51,11 +53,13 @@ class ClusterRun:
     nodes: tuple[str, ...]
     nodes_dir: Path
     api_server: str
+    daemonset: str = ""  # the driver the cluster runs already, observed (observed.py)
 
     def pytest_args(self) -> list[str]:
         return ["-p", "cci_conformance.cluster.plugin", "--cluster-kubeconfig", str(self.kube.kubeconfig),
                 "--cluster-run-id", self.run_id, "--cluster-nodes-dir", str(self.nodes_dir),
-                "--cluster-kubernetes", self.api_server]
+                "--cluster-kubernetes", self.api_server,
+                *(["--cluster-driver-daemonset", self.daemonset] if self.daemonset else [])]
 
     def workers(self, asked: int | None) -> int:
         """One node per pytest-xdist worker unless -n says otherwise (0: one process, the nodes in turn)."""
@@ -73,7 +77,8 @@ class ClusterRun:
         return problems + [f"left behind: {name}" for name in left]
 
 
-def prepare(kubeconfig: str, nodes: list[str], dra: bool, report_dir: Path) -> ClusterRun:
+def prepare(kubeconfig: str, nodes: list[str], dra: bool, report_dir: Path, daemonset: str | None = None,
+            device_mode: str | None = None) -> ClusterRun:
     """Check the cluster and its nodes and read each node's machine; ConfigError says what to fix."""
     kube = Kube(Path(kubeconfig).resolve())
     try:
@@ -90,12 +95,14 @@ def prepare(kubeconfig: str, nodes: list[str], dra: bool, report_dir: Path) -> C
         kubelets = ", ".join(f"{n} ({node_facts.node_summary(found[n])['kubelet_version']})" for n in nodes)
         raise ConfigError(f"{CCI_REFUSED}; nodes: {kubelets}", field="--backend",
                           fix="--backend kind for a CCI driver")
+    if daemonset:  # before anything is made: the driver must run on every named node already
+        observed.check(kube, observed.parse_ref(daemonset), nodes, device_mode)
     run_id = uuid.uuid4().hex[:8]
     nodes_dir = report_dir / NODES_DIR
     shutil.rmtree(nodes_dir, ignore_errors=True)
     for node in nodes:
         read_node(kube, node, found[node], run_id, nodes_dir / node)
-    return ClusterRun(kube, run_id, tuple(nodes), nodes_dir, version.get("gitVersion", ""))
+    return ClusterRun(kube, run_id, tuple(nodes), nodes_dir, version.get("gitVersion", ""), daemonset or "")
 
 
 def read_node(kube: Kube, node: str, node_json: dict, run_id: str, root: Path) -> None:

@@ -13,7 +13,7 @@ from ..kind.runner import CommandFailed
 from ..waiting import wait_for
 from . import cgroup_log
 from .helper import NodeHelper
-from .kube import NODE_LABEL, Kube, _label_value, labelled
+from .kube import NODE_LABEL, RUN_LABEL, Kube, _label_value, labelled
 
 
 def daemonset_name(node: str) -> str:
@@ -68,9 +68,27 @@ class ClusterWorker(Worker):
         return False  # a node of someone else's cluster is never changed
 
     def deploy(self, archive: Path | None = None) -> None:  # noqa: ARG002 - the image comes from the registry
-        self.apply(*node_objects(self.deployment, self.run_id))
+        made = node_objects(self.deployment, self.run_id)
+        taken = [name for name in (self.foreign(obj) for obj in made) if name]
+        if taken:  # applying would relabel the cluster's own objects, and the run's sweep would then delete them
+            raise RuntimeError(f"{', '.join(taken)} already exist(s) in the cluster and were not made by this run; "
+                               "the harness will not take them over: certify the driver that runs with "
+                               "--driver-daemonset NAMESPACE/NAME, or remove them first (docs/cluster.md)")
+        self.apply(*made)
         self.wait_driver_ready()
         self.wait_slices(timeout=120)
+
+    def foreign(self, obj: dict) -> str:
+        """``kind/name`` of ``obj`` when the cluster has it without this run's label (made by someone else)."""
+        meta = obj["metadata"]
+        where = ("-n", meta["namespace"]) if meta.get("namespace") else ()
+        try:
+            found = self.cluster.get_json(obj["kind"].lower(), meta["name"], *where)
+        except CommandFailed:
+            return ""  # not there: the run makes it
+        if found["metadata"].get("labels", {}).get(RUN_LABEL) == self.run_id:
+            return ""
+        return f"{obj['kind']} {meta['name']}"
 
     def driver_pod(self) -> dict | None:
         pods = self.get("pods", namespace=NAMESPACE)["items"]
@@ -115,10 +133,13 @@ class ClusterWorker(Worker):
             except CommandFailed as exc:
                 (directory / name).write_text(str(exc))
         try:
-            (directory / "driver.log").write_text(self.cluster.kubectl(
-                "logs", "-n", NAMESPACE, "-l", f"{NODE_LABEL}={_label_value(self.node)}", "--tail=-1", timeout=120))
+            (directory / "driver.log").write_text(self.driver_log())
         except CommandFailed as exc:
             (directory / "driver.log").write_text(str(exc))
+
+    def driver_log(self) -> str:
+        return self.cluster.kubectl("logs", "-n", NAMESPACE, "-l", f"{NODE_LABEL}={_label_value(self.node)}",
+                                    "--tail=-1", timeout=120)
 
     def remove(self, timeout: float = 120) -> None:
         """Delete this node's DaemonSet and wait until its pod is gone (the driver's slices go with it)."""

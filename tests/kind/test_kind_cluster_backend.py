@@ -23,6 +23,9 @@ from cci_conformance.certify.report import validation_errors
 from cci_conformance.cli import main
 from cci_conformance.cluster.kube import RUN_LABEL, Kube
 from cci_conformance.cpuset import format_cpulist
+from cci_conformance.dra import driver_image
+from cci_conformance.dra.deployment import DriverDeployment, objects
+from cci_conformance.drivers.manifest import load_manifest
 from cci_conformance.kind.image import nodeimage, versions
 from cci_conformance.paths import DRA_REFERENCE_DIR, DRIVERS_DIR
 from cci_conformance.topology.spec import load_spec
@@ -33,6 +36,7 @@ OPT_IN = "CCI_KIND_CLUSTER"  # "1": run it (about 40 minutes on 2 cores with the
 # Also certify dra-driver-cpu on the same cluster ("1"); it adds about 15 minutes.
 OPT_IN_UPSTREAM = "CCI_KIND_CLUSTER_UPSTREAM"
 DRIVERS = {"dra-reference": DRA_REFERENCE_DIR, "dra-driver-cpu": DRIVERS_DIR / "dra-driver-cpu"}
+VENDOR_DS = "vendor-cpu"  # the DaemonSet a vendor runs already, in kube-system (--driver-daemonset)
 
 
 @pytest.fixture(scope="module")
@@ -123,3 +127,49 @@ def test_upstream_driver_on_two_nodes_at_once(cluster, tmp_path):
     assert validation_errors(report) == []
     assert _leftovers(cluster) == []
     assert sorted(n["name"] for n in report["run"]["backend_facts"]["nodes"]) == sorted(cluster.workers)
+
+
+def _vendor_objects(cluster) -> list[dict]:
+    """What a vendor's own install puts on the cluster: the reference's RBAC, DeviceClass and a DaemonSet of its
+    own name on the first worker (policy none), none of it labelled by a run."""
+    node = cluster.workers[0]
+    built = driver_image.build(load_manifest(DRA_REFERENCE_DIR))  # cached: built and loaded by the fixture
+    objs = objects(DriverDeployment(built.reference, node, program=built.program, driver_name=built.driver_name))
+    for obj in objs:
+        if obj["kind"] == "DaemonSet":
+            obj["metadata"]["name"] = VENDOR_DS
+    return objs
+
+
+def test_a_driver_the_cluster_runs_already_is_observed_never_changed(cluster, tmp_path):
+    kube = Kube(cluster.kubeconfig)
+    vendor = _vendor_objects(cluster)
+    kube.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": vendor}))
+    try:
+        code, report, seconds = _certify(
+            ["--driver", str(DRA_REFERENCE_DIR), "--backend", "cluster", "--kubeconfig", str(cluster.kubeconfig),
+             "--node", cluster.workers[0], "--driver-daemonset", f"kube-system/{VENDOR_DS}",
+             "-k", "exactly_its_allocation or driver_restart_loses"], tmp_path / "observed")
+        print(f"cluster backend, observed DaemonSet: exit {code} in {seconds:.0f} s, {report['verdict']['counts']}")
+        assert validation_errors(report) == []
+        statuses = _statuses(report)
+        reasons = {r["id"]: r["reason"] for r in report["requirements"]}
+        assert statuses["CLAIM-601"] == "pass"
+        assert statuses["RESTART-603"] == "untested" and "only observes" in reasons["RESTART-603"]
+        image = report["run"]["backend_facts"]["driver_image"]
+        assert image["origin"] == "observed daemonset" and image["daemonset"] == f"kube-system/{VENDOR_DS}"
+        assert image["image_ids"], "the digest the node runs is recorded"
+        assert _leftovers(cluster) == []
+        # the vendor's objects are all still there, unchanged in generation: observed, never patched or deleted
+        ds = kube.get_json("daemonset", VENDOR_DS, "-n", "kube-system")
+        assert ds["metadata"]["generation"] == 1 and RUN_LABEL not in ds["metadata"].get("labels", {})
+        device_class = load_manifest(DRA_REFERENCE_DIR).dra_driver
+        assert RUN_LABEL not in kube.get_json("deviceclass", device_class)["metadata"].get("labels", {})
+        # and a run that would deploy the same objects refuses to take them over
+        code, _, _ = _certify(["--driver", str(DRA_REFERENCE_DIR), "--backend", "cluster", "--kubeconfig",
+                               str(cluster.kubeconfig), "--node", cluster.workers[0], "-k",
+                               "exactly_its_allocation"], tmp_path / "refused")
+        assert code != 0 and RUN_LABEL not in kube.get_json("deviceclass", device_class)["metadata"].get("labels", {})
+    finally:
+        kube.kubectl("delete", "-f", "-", "--ignore-not-found", "--wait=true", timeout=180,
+                     stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": vendor}))
