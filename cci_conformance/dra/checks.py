@@ -155,3 +155,18 @@ def settled(problems_now, timeout: float = SETTLE_S) -> list[str]:
     except WaitTimeout:
         pass
     return last[0]
+
+
+def need_offered(session: DraSession, held: int, pinned: int = 0) -> None:
+    """Not applicable on a machine whose CPUs offered to claims (online - reserved) cannot hold ``held`` CPUs in
+    claims at once, ``pinned`` more pinned by the kubelet, and one CPU for the shared pool (docs/spec.md S5.4):
+    there, a correct driver's refusal would read as a failure."""
+    from ..certify.outcomes import not_applicable
+
+    online, reserved = session.topology.online_cpus, session.profile.reserved
+    offered = len(online - reserved)
+    if offered < held + pinned + 1:
+        also = f", {pinned} pinned to a Guaranteed pod" if pinned else ""
+        not_applicable(f"{session.topology.name} offers {offered} CPUs to claims (online {fmt(online)}, reserved "
+                       f"{fmt(reserved) if reserved else 'none'}); this test holds {held} in claims at once{also} and "
+                       f"the shared pool keeps one, so it needs {held + pinned + 1}")

@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from cci_conformance.dra.api import ClaimSpec, ContainerSpec, PodSpec
-from cci_conformance.dra.checks import claim_cpus, creates, current_cpus, expected_pool, fmt, pool_problems, settled
+from cci_conformance.dra.checks import (
+    claim_cpus,
+    creates,
+    current_cpus,
+    expected_pool,
+    fmt,
+    need_offered,
+    pool_problems,
+    settled,
+)
 
 # dra-driver-cpu takes at most 32 CPUs a claim in individual mode (upstream #290): the fill of the pool uses
 # claims no larger, so that limit never decides ACCT-602
@@ -17,6 +26,7 @@ def test_shared_pool_is_exactly_what_no_claim_holds(dra):
     """Every container without a claim MUST run on exactly online - reserved - granted CPUs after each allocation
     and each release."""
     tpc = dra.topology.threads_per_core
+    need_offered(dra, 2 * tpc)
     dra.create_pod(PodSpec.shared("ac-shared"))
     grants = frozenset()
     steps = []
@@ -72,6 +82,7 @@ def test_a_claim_beside_a_pinned_guaranteed_pod_gets_other_cpus_or_a_reason(dra)
     container uses, or be refused with a reason that names the policy."""
     dra.require("checkpoints")
     tpc = dra.topology.threads_per_core
+    need_offered(dra, tpc, pinned=tpc)
     pinned_pod = dra.create_pod(PodSpec("st-pinned", (ContainerSpec("c0", guaranteed_cpus=tpc),)))
     pinned = dra.checkpoints().cpu_manager.pinned()
     assert pinned, f"the kubelet ({dra.profile.describe()}) pinned nothing for Guaranteed pod st-pinned " \

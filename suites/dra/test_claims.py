@@ -6,13 +6,22 @@ import pytest
 
 from cci_conformance.certify.outcomes import not_applicable
 from cci_conformance.dra.api import ClaimSpec, ContainerSpec, PodSpec
-from cci_conformance.dra.checks import claim_cpus, creates, current_cpus, fmt, overlaps_over_time, split_cores
+from cci_conformance.dra.checks import (
+    claim_cpus,
+    creates,
+    current_cpus,
+    fmt,
+    need_offered,
+    overlaps_over_time,
+    split_cores,
+)
 
 
 @pytest.mark.requirement("CLAIM-601")
 def test_claimed_container_runs_on_exactly_its_allocation(dra):
     """A container consuming an exclusive CPU claim MUST run on exactly the CPUs allocated to it, as many as asked."""
     count = dra.topology.threads_per_core
+    need_offered(dra, count)
     pod = dra.create_pod(PodSpec.claimed("cl-exact", count))
     allocated = claim_cpus(dra, pod)
     (first,) = creates(dra.cpuset_records(), "cl-exact", "c0")[:1] or [None]
@@ -25,6 +34,7 @@ def test_claimed_container_runs_on_exactly_its_allocation(dra):
 def test_claims_stay_disjoint_at_every_create_and_update(dra):
     """Two exclusive claims MUST never share a CPU, at any create or update the runtime is asked for."""
     count = dra.topology.threads_per_core
+    need_offered(dra, 2 * count)
     start = len(dra.cpuset_records())
     a = dra.create_pod(PodSpec.claimed("cl-a", count))
     b = dra.create_pod(PodSpec.claimed("cl-b", count))
@@ -42,6 +52,7 @@ def test_claim_of_a_core_gets_one_whole_core(dra):
     count = dra.topology.threads_per_core
     if count < 2:
         not_applicable(f"{dra.topology.name} has one thread per core: every claim is whole cores")
+    need_offered(dra, count)
     pod = dra.create_pod(PodSpec.claimed("cl-core", count))
     cpus = claim_cpus(dra, pod)
     assert not split_cores(dra.topology, cpus), \
@@ -55,6 +66,7 @@ def test_numa_selector_lands_on_that_node(dra):
     if len(nodes) < 2:
         not_applicable(f"{dra.topology.name} has one NUMA node: a selector cannot be told from no selector")
     far = nodes[-1]
+    need_offered(dra, dra.topology.threads_per_core)
     pod = dra.create_pod(PodSpec.claimed("cl-numa", dra.topology.threads_per_core, numa_node=far))
     cpus = claim_cpus(dra, pod)
     outside = cpus - dra.topology.node_cpus[far]
@@ -64,6 +76,7 @@ def test_numa_selector_lands_on_that_node(dra):
 @pytest.mark.requirement("CLAIM-605")
 def test_two_containers_of_one_pod_share_one_claim(dra):
     """Two containers of one pod that consume one claim MUST both run on exactly that claim's CPUs."""
+    need_offered(dra, dra.topology.threads_per_core)
     claim = ClaimSpec("cl-duo-c0", dra.topology.threads_per_core)
     spec = PodSpec("cl-duo", (ContainerSpec("c0", (claim.name,)), ContainerSpec("c1", (claim.name,))), (claim,))
     pod = dra.create_pod(spec)
@@ -77,6 +90,7 @@ def test_two_containers_of_one_pod_share_one_claim(dra):
 @pytest.mark.requirement("CLAIM-606")
 def test_second_pod_on_a_consumed_claim_is_refused(dra):
     """A second pod naming a claim another running pod consumes MUST NOT run on that claim's CPUs."""
+    need_offered(dra, dra.topology.threads_per_core)
     first = dra.create_pod(PodSpec.claimed("cl-owner", dra.topology.threads_per_core))
     (claim,) = first.claims
     cpus = claim_cpus(dra, first)

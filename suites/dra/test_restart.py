@@ -11,6 +11,7 @@ from cci_conformance.dra.checks import (
     creates,
     current_cpus,
     fmt,
+    need_offered,
     overlaps_over_time,
     pool_problems,
     settled,
@@ -34,6 +35,7 @@ def test_kubelet_restart_keeps_claimed_containers_on_their_cpus(dra, hard):
     """After a kubelet restart, killed or restarted by systemd, claimed containers MUST keep their CPUs and their
     claims MUST NOT be prepared again onto other CPUs."""
     dra.require("kubelet-restart")
+    need_offered(dra, 2 * dra.topology.threads_per_core)
     dra.create_pod(PodSpec.shared("kr-shared"))
     held = dra.create_pod(PodSpec.claimed("kr-held", dra.topology.threads_per_core))
     cpus = claim_cpus(dra, held)
@@ -58,6 +60,7 @@ def test_pod_deleted_while_kubelet_is_down_is_unprepared_and_its_cpus_return(dra
     """A claimed pod deleted while the kubelet is down MUST be unprepared when it is back, its CPUs in the pool."""
     dra.require("kubelet-stop")
     dra.require("checkpoints")
+    need_offered(dra, dra.topology.threads_per_core)
     dra.create_pod(PodSpec.shared("kd-shared"))
     gone = dra.create_pod(PodSpec.claimed("kd-gone", dra.topology.threads_per_core))
     (claim,) = gone.claims
@@ -84,6 +87,7 @@ def test_driver_restart_loses_no_grant(dra, hard):
     """After a driver restart a claimed container MUST keep its CPUs, no shared container MUST get them, and a
     claim made after it MUST get other CPUs."""
     dra.require("driver-restart")
+    need_offered(dra, 2 * dra.topology.threads_per_core)
     dra.create_pod(PodSpec.shared("dr-shared"))
     held = dra.create_pod(PodSpec.claimed("dr-held", dra.topology.threads_per_core))
     cpus = claim_cpus(dra, held)
@@ -103,6 +107,7 @@ def test_pod_created_while_driver_is_away_waits_or_gets_the_pool(dra):
     """While the driver is away a claimed pod MUST NOT start, and once it is back every shared container MUST be on
     the pool and the claimed pod on its claim."""
     dra.require("driver-stop")
+    need_offered(dra, 2 * dra.topology.threads_per_core)
     held = dra.create_pod(PodSpec.claimed("da-held", dra.topology.threads_per_core))
     cpus = claim_cpus(dra, held)
     dra.stop_driver()
@@ -129,6 +134,7 @@ def test_restarted_container_comes_back_on_its_claim(dra):
     """A claimed container killed and restarted by the kubelet MUST come back on exactly its claim's CPUs, and no
     shared container MUST be given them while it is down (its claim stays prepared until the pod goes)."""
     dra.require("container-restart")
+    need_offered(dra, dra.topology.threads_per_core)
     dra.create_pod(PodSpec.shared("cr-shared"))
     held = dra.create_pod(PodSpec.claimed("cr-held", dra.topology.threads_per_core))
     cpus = claim_cpus(dra, held)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from cci_conformance.dra.api import ClaimSpec, ContainerSpec, PodSpec, PodState
-from cci_conformance.dra.checks import pool_problems, settled
+from cci_conformance.dra.checks import need_offered, pool_problems, settled
 from cci_conformance.waiting import WaitTimeout, wait_for
 
 # Parameters no DRA CPU driver can know (an apiVersion of the harness's own example domain): the only correct
@@ -29,6 +29,7 @@ def _decided(pod: PodState) -> PodState | None:
 def test_unusable_opaque_config_is_refused_naming_the_field(dra):
     """A claim carrying opaque parameters for the driver that it cannot use MUST NOT be prepared: its pod does not
     start, the refusal names the configuration field, and no CPU leaves the shared pool."""
+    need_offered(dra, dra.topology.threads_per_core)
     dra.create_pod(PodSpec.shared("rb-shared"))
     claim = ClaimSpec("rb-config-c0", dra.topology.threads_per_core, opaque=json.dumps(UNKNOWN_PARAMETERS))
     dra.create_pod(PodSpec("rb-config", (ContainerSpec("c0", (claim.name,)),), (claim,)), wait=False)

@@ -214,3 +214,22 @@ def test_each_broken_rule_fails_its_requirement_in_grouped_mode(pytester, fault,
     got = statuses(report)
     assert {r for r, s in got.items() if s == "fail"} == fails, got
     assert {r for r, s in got.items() if s != "fail"} == ALL - fails and set(got.values()) <= {"pass", "fail"}
+
+
+def test_a_machine_too_small_for_a_test_makes_it_not_applicable_with_the_count_never_failed(pytester, tmp_path):
+    """A real node of 2 CPUs (docs/spec.md S5.4): a test that holds two claims and a shared CPU cannot be run there,
+    and a correct driver's refusal must not read as its failure. Not applicable on the machine; with no other
+    machine in the run, untested (never passed), with the count in the reason."""
+    import yaml
+
+    spec = tmp_path / "tiny-2cpu.yaml"
+    spec.write_text(yaml.safe_dump({"description": "two CPUs, one thread a core", "threads_per_core": 1,
+                                    "packages": [{"nodes": [{"cores": 2, "memory": "4G"}]}]}))
+    report = run(pytester, FakeOpener(), (str(spec),))
+    got = statuses(report)
+    too_small = {"CLAIM-602", "ACCT-601", "ACCT-603", "RESTART-601", "RESTART-603", "RESTART-604"}
+    other_shape = {"CLAIM-603", "CLAIM-604"}  # one thread a core; one NUMA node
+    assert {r for r, s in got.items() if s == "untested"} == too_small | other_shape, got
+    assert {r for r, s in got.items() if s == "pass"} == ALL - too_small - other_shape, got
+    reason = next(r["reason"] for r in report["requirements"] if r["id"] == "ACCT-601")
+    assert "offers 2 CPUs" in reason and "needs 3" in reason, reason
