@@ -107,9 +107,12 @@ class ClusterWorker(Worker):
                  what=f"the driver pod of {self.node} gone")
 
     def _terminating(self) -> bool:
+        """A pod of this run's DaemonSet on the node, live or terminating (another driver's pods never count: a
+        cluster may run its own with the same app label)."""
         pods = self.get("pods", namespace=NAMESPACE)["items"]
-        return any(p.get("spec", {}).get("nodeName") == self.node and p["metadata"].get("labels", {}).get("app") == APP
-                   for p in pods)
+        mine = {"app": APP, NODE_LABEL: _label_value(self.node)}
+        return any(p.get("spec", {}).get("nodeName") == self.node
+                   and mine.items() <= p["metadata"].get("labels", {}).items() for p in pods)
 
     def resume_driver(self) -> dict:
         from ..dra.worker import PAUSE_LABEL

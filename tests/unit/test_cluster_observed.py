@@ -135,3 +135,17 @@ def test_driver_daemonset_without_the_cluster_backend_is_refused(tmp_path, capsy
     code = main(["run", "--backend", "embedded", "--driver-daemonset", "vendor/cpu", "--report-dir",
                  str(tmp_path / "out")])
     assert code == 2 and "--backend cluster" in capsys.readouterr().err
+
+
+def test_removing_the_run_s_driver_waits_for_its_own_pods_only(monkeypatch, tmp_path):
+    """A refused deploy removes nothing of the cluster's and must not wait for the cluster's own driver pod."""
+    vendor = _pod("w1")
+    vendor["metadata"]["labels"] = {"app": "cci-dra-cpu"}
+    ours = _pod("w1", name="ours")
+    ours["metadata"]["labels"] = {"app": "cci-dra-cpu", "cci-conformance.io/node": "w1"}
+    worker = ClusterWorker(Kube(tmp_path / "kc"), "w1", DriverDeployment("i:1", "w1", driver_name="dra.cpu"), None,
+                           "ab12cd34")
+    _answering(monkeypatch, {("pods", "-n", "kube-system"): {"items": [vendor]}})
+    assert worker._terminating() is False
+    _answering(monkeypatch, {("pods", "-n", "kube-system"): {"items": [vendor, ours]}})
+    assert worker._terminating() is True
