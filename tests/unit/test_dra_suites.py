@@ -101,28 +101,32 @@ def test_a_correct_node_passes_every_requirement_with_one_closed_session_per_mac
             for t in TOPOLOGIES} <= names, names
 
 
-@pytest.mark.parametrize(("fault", "fails"), [
-    ("split-cores", {"CLAIM-603"}),
-    ("ignore-selector", {"CLAIM-604"}),
+# each fault of the node model and the requirements that must fail for it, in individual mode
+FAULTS = {
+    "split-cores": {"CLAIM-603"},
+    "ignore-selector": {"CLAIM-604"},
     # the rest reads the allocation it got, which is consistent; but a pod claiming every CPU left now runs (on
     # one CPU fewer a claim), which ACCT-602 refuses
-    ("wrong-count", {"CLAIM-601", "CLAIM-603", "ACCT-602"}),
-    ("shared-overlaps", {"ACCT-601", "RESTART-601", "RESTART-603", "RESTART-604", "RESTART-605"}),
-    ("starve-shared", {"ACCT-601", "RESTART-601", "RESTART-602", "RESTART-603", "RESTART-604", "ROBUST-601"}),
-    ("share-claim-across-pods", {"CLAIM-606"}),
+    "wrong-count": {"CLAIM-601", "CLAIM-603", "ACCT-602"},
+    "shared-overlaps": {"ACCT-601", "RESTART-601", "RESTART-603", "RESTART-604", "RESTART-605"},
+    "starve-shared": {"ACCT-601", "RESTART-601", "RESTART-602", "RESTART-603", "RESTART-604", "ROBUST-601"},
+    "share-claim-across-pods": {"CLAIM-606"},
     # a stopped driver starts afresh too; the CPUs it forgot stay in the pool, over the later claim of RESTART-605
-    ("forget-on-driver-restart", {"RESTART-603", "RESTART-604", "RESTART-605"}),
-    ("reprepare-on-kubelet-restart", {"RESTART-601"}),
+    "forget-on-driver-restart": {"RESTART-603", "RESTART-604", "RESTART-605"},
+    "reprepare-on-kubelet-restart": {"RESTART-601"},
     # the leaked CPUs stay out of the pool for the rest of the run: the later pool checks see them too
-    ("leak-on-delete", {"RESTART-602", "RESTART-603", "RESTART-604", "ROBUST-601"}),
-    ("slow-prepare", {"LAT-601"}),
-    ("empty-the-pool", {"ACCT-602"}),
-    ("ignore-static-pins", {"ACCT-603"}),
-    ("release-on-stop", {"RESTART-605"}),
-    ("publish-reserved", set()),  # policy none reserves nothing: REG-601 cannot tell (the static profile can)
-    ("ignore-opaque-config", {"ROBUST-601"}),
-    ("vague-config-refusal", {"ROBUST-601"}),
-])
+    "leak-on-delete": {"RESTART-602", "RESTART-603", "RESTART-604", "ROBUST-601"},
+    "slow-prepare": {"LAT-601"},
+    "empty-the-pool": {"ACCT-602"},
+    "ignore-static-pins": {"ACCT-603"},
+    "release-on-stop": {"RESTART-605"},
+    "publish-reserved": set(),  # policy none reserves nothing: REG-601 cannot tell (the static profile can)
+    "ignore-opaque-config": {"ROBUST-601"},
+    "vague-config-refusal": {"ROBUST-601"},
+}
+
+
+@pytest.mark.parametrize(("fault", "fails"), list(FAULTS.items()))
 def test_each_broken_rule_fails_its_requirement(pytester, fault, fails):
     # one machine with two NUMA nodes and SMT-2 has every rule at stake (the correct run takes both)
     report = run(pytester, FakeOpener({fault}), ("server-2s8c-smt2-intel",))
@@ -189,26 +193,13 @@ def test_a_correct_node_in_grouped_mode_passes_every_requirement(pytester):
     assert report["errors"] == []
 
 
-@pytest.mark.parametrize(("fault", "fails"), [
-    ("split-cores", {"CLAIM-603"}),
-    ("ignore-selector", {"CLAIM-604"}),
-    # every test that reads a grouped claim's CPUs reads them off its containers and finds one short of the share
-    ("wrong-count", {"CLAIM-601", "CLAIM-602", "CLAIM-603", "CLAIM-604", "CLAIM-605", "CLAIM-606", "ACCT-601",
-                     "ACCT-602", "RESTART-601", "RESTART-602", "RESTART-603", "RESTART-604", "RESTART-605"}),
-    ("shared-overlaps", {"ACCT-601", "RESTART-601", "RESTART-603", "RESTART-604", "RESTART-605"}),
-    ("starve-shared", {"ACCT-601", "RESTART-601", "RESTART-602", "RESTART-603", "RESTART-604", "ROBUST-601"}),
-    ("share-claim-across-pods", {"CLAIM-606"}),
-    ("forget-on-driver-restart", {"RESTART-603", "RESTART-604", "RESTART-605"}),
-    ("reprepare-on-kubelet-restart", {"RESTART-601"}),
-    ("leak-on-delete", {"RESTART-602", "RESTART-603", "RESTART-604", "ROBUST-601"}),
-    ("slow-prepare", {"LAT-601"}),
-    ("empty-the-pool", {"ACCT-602"}),
-    ("ignore-static-pins", {"ACCT-603"}),
-    ("release-on-stop", {"RESTART-605"}),
-    ("publish-reserved", set()),
-    ("ignore-opaque-config", {"ROBUST-601"}),
-    ("vague-config-refusal", {"ROBUST-601"}),
-])
+# grouped mode: the same, but a short count fails every test that reads a grouped claim's CPUs off its containers
+GROUPED_FAULTS = {**FAULTS, "wrong-count": {
+    "CLAIM-601", "CLAIM-602", "CLAIM-603", "CLAIM-604", "CLAIM-605", "CLAIM-606", "ACCT-601", "ACCT-602",
+    "RESTART-601", "RESTART-602", "RESTART-603", "RESTART-604", "RESTART-605"}}
+
+
+@pytest.mark.parametrize(("fault", "fails"), list(GROUPED_FAULTS.items()))
 def test_each_broken_rule_fails_its_requirement_in_grouped_mode(pytester, fault, fails):
     report = run(pytester, FakeOpener({fault}), ("server-2s8c-smt2-intel",), mode="grouped")
     got = statuses(report)
