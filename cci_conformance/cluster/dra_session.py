@@ -97,62 +97,45 @@ class ClusterDraSession(KindDraSession):
             # run has the profile, untested with this reason where none has (docs/spec.md)
             not_applicable(untested)  # before anything is made on the node
         manifest = load_manifest(config.driver_manifest)
-        if target.daemonset:
-            return cls._observe(config, target, kube, node, node_json, have, manifest)
-        built = driver_image.build(manifest)
-        arch = node_facts.node_summary(node_json)["architecture"] or "amd64"
-        kube.kubectl("apply", "-f", "-", stdin=json.dumps(namespace_object(namespace, target.run_id)))
-        worker = None
-        try:
-            helper = NodeHelper(kube, node, namespace).start(pause_image(kube, node), target.run_id, arch)
+        if target.daemonset:  # the driver the cluster runs already: found and observed, never deployed
+            ref = observed.parse_ref(target.daemonset)
+            daemonset = kube.get_json("daemonset", ref.name, "-n", ref.namespace)
+            deployment = DriverDeployment(observed.image_of(daemonset), node, device_mode=config.device_mode,
+                                          driver_name=manifest.dra_driver, reserved_cpus=have.reserved)
+            def make(helper):
+                return observed.ObservedWorker(kube, node, deployment, helper, target.run_id, ref, daemonset)
+            never = observed.observed_reasons(ref)
+            def image_facts(worker):
+                return {"reference": deployment.image, "origin": "observed daemonset", "daemonset": str(ref),
+                        "image_ids": worker.image_ids()}
+        else:
+            built = driver_image.build(manifest)
             deployment = DriverDeployment(built.reference, node, device_mode=config.device_mode,
                                           program=built.program, driver_name=built.driver_name,
                                           extra_args=built.args, hybrid=bool(config.topology.core_types),
                                           reserved_cpus=have.reserved)
-            worker = ClusterWorker(kube, node, deployment, helper, target.run_id)
-            missing = probe_features(worker, kube, node)
+            def make(helper):
+                return ClusterWorker(kube, node, deployment, helper, target.run_id)
+            never = {}
+            def image_facts(worker):  # noqa: ARG001 - the image is the one the run built
+                return {"reference": built.reference, "origin": built.origin, "archive_sha256": _digest(built.archive)}
+        arch = node_facts.node_summary(node_json)["architecture"] or "amd64"
+        kube.kubectl("apply", "-f", "-", stdin=json.dumps(namespace_object(namespace, target.run_id)))
+        worker = None
+        try:
+            worker = make(NodeHelper(kube, node, namespace).start(pause_image(kube, node), target.run_id, arch))
+            missing = {**probe_features(worker, kube, node), **never}
             worker.deploy()
         except BaseException:
             _remove(kube, worker, namespace)
             raise
-        session = cls(kube, worker, config, built.driver_name, missing)
+        session = cls(kube, worker, config, deployment.driver_name, missing)
         session.profile = have  # the node's own reserved CPUs, not the suites' example
         session.facts = {"nodes": [{"name": node, **node_facts.node_summary(node_json),
                                     "cpu_manager": have.describe(),
                                     "topology": node_facts.topology_summary(config.topology),
                                     "untested_features": dict(sorted(missing.items()))}],
-                         "driver_image": {"reference": built.reference, "origin": built.origin,
-                                          "archive_sha256": _digest(built.archive)}}
-        return session
-
-    @classmethod
-    def _observe(cls, config, target, kube, node, node_json, have, manifest) -> ClusterDraSession:
-        """The session over the driver the cluster runs already (its DaemonSet ``target.daemonset``)."""
-        ref = observed.parse_ref(target.daemonset)
-        namespace = kube.namespace
-        arch = node_facts.node_summary(node_json)["architecture"] or "amd64"
-        kube.kubectl("apply", "-f", "-", stdin=json.dumps(namespace_object(namespace, target.run_id)))
-        worker = None
-        try:
-            helper = NodeHelper(kube, node, namespace).start(pause_image(kube, node), target.run_id, arch)
-            daemonset = kube.get_json("daemonset", ref.name, "-n", ref.namespace)
-            image = daemonset["spec"]["template"]["spec"]["containers"][0]["image"]
-            deployment = DriverDeployment(image, node, device_mode=config.device_mode, driver_name=manifest.dra_driver,
-                                          reserved_cpus=have.reserved)
-            worker = observed.ObservedWorker(kube, node, deployment, helper, target.run_id, ref)
-            missing = {**probe_features(worker, kube, node), **observed.observed_reasons(ref)}
-            worker.deploy()
-        except BaseException:
-            _remove(kube, worker, namespace)
-            raise
-        session = cls(kube, worker, config, manifest.dra_driver, missing)
-        session.profile = have
-        session.facts = {"nodes": [{"name": node, **node_facts.node_summary(node_json),
-                                    "cpu_manager": have.describe(),
-                                    "topology": node_facts.topology_summary(config.topology),
-                                    "untested_features": dict(sorted(missing.items()))}],
-                         "driver_image": {"reference": image, "origin": "observed daemonset", "daemonset": str(ref),
-                                          "image_ids": worker.image_ids()}}
+                         "driver_image": image_facts(worker)}
         return session
 
     # -- what differs from kind: node access through the kubelet, the node's own machine, its namespace -----

@@ -52,6 +52,11 @@ def container_args(daemonset: dict) -> list[str]:
     return [str(a) for c in containers for a in [*c.get("command", []), *c.get("args", [])]]
 
 
+def image_of(daemonset: dict) -> str:
+    """The image of the DaemonSet's (first) container: the driver's."""
+    return daemonset["spec"]["template"]["spec"]["containers"][0]["image"]
+
+
 def device_mode_of(daemonset: dict) -> str | None:
     """The ``--cpu-device-mode`` its containers are started with (dra-driver-cpu's flag), None when not given."""
     args = container_args(daemonset)
@@ -98,10 +103,9 @@ def check(kube: Kube, ref: DaemonSetRef, nodes: list[str], device_mode: str | No
 class ObservedWorker(ClusterWorker):
     """The node under test with the cluster's own driver pod on it: found, waited for, read; never changed."""
 
-    def __init__(self, kube: Kube, node: str, deployment, helper, run_id: str, ref: DaemonSetRef):
+    def __init__(self, kube: Kube, node: str, deployment, helper, run_id: str, ref: DaemonSetRef, daemonset: dict):
         super().__init__(kube, node, deployment, helper, run_id)
-        self.ref = ref
-        self.daemonset = kube.get_json("daemonset", ref.name, "-n", ref.namespace)
+        self.ref, self.daemonset = ref, daemonset  # as the session read it: its uid owns the driver's pods
 
     def deploy(self, archive=None) -> None:  # noqa: ARG002 - nothing is deployed
         self.ensure_device_class()

@@ -54,7 +54,8 @@ def test_a_daemonset_that_is_not_namespace_slash_name_is_refused_naming_the_opti
     assert "--driver-daemonset" in str(caught.value) and "NAMESPACE/NAME" in str(caught.value)
 
 
-def test_the_device_mode_is_read_off_the_containers_flags_in_either_spelling():
+def test_the_device_mode_and_image_are_read_off_the_containers_flags_in_either_spelling():
+    assert observed.image_of(_daemonset()) == "vendor/cpu:1.2"
     assert observed.device_mode_of(_daemonset()) == "grouped"
     assert observed.device_mode_of(_daemonset(("--cpu-device-mode", "individual"))) == "individual"
     assert observed.device_mode_of(_daemonset(("--v=4",))) is None
@@ -92,7 +93,7 @@ def test_an_observed_driver_is_never_restarted_or_stopped_and_says_why(monkeypat
                              ("pods", "-n", "vendor"): {"items": [_pod("w1")]}}, sent)
     deployment = DriverDeployment("vendor/cpu:1.2", "w1", driver_name="dra.cpu")
     worker = observed.ObservedWorker(Kube(tmp_path / "kc", namespace="cci-x-w1"), "w1", deployment, None,
-                                     "ab12cd34", ref)
+                                     "ab12cd34", ref, _daemonset())
     for act in (worker.pause_driver, worker.resume_driver, worker.restart_driver):
         with pytest.raises(RuntimeError, match="only observes"):
             act()
@@ -109,7 +110,8 @@ def test_the_cluster_s_own_device_class_is_used_as_it_is_else_one_of_the_run_is_
         objects = {**base, **({("deviceclass", "dra.cpu"): {"metadata": {"name": "dra.cpu"}}} if has_class else {})}
         _answering(monkeypatch, objects, sent)
         worker = observed.ObservedWorker(Kube(tmp_path / "kc"), "w1",
-                                         DriverDeployment("i:1", "w1", driver_name="dra.cpu"), None, "ab12cd34", ref)
+                                         DriverDeployment("i:1", "w1", driver_name="dra.cpu"), None, "ab12cd34", ref,
+                                         _daemonset())
         worker.ensure_device_class()
         assert any(a[0] == "apply" for a in sent) is applied
 
