@@ -134,7 +134,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if _is_worker(config):
         config.pluginmanager.register(StartFailureStop(config), "cci-start-failure-stop")
-        if _asked_for_certification(config) and not spreads_by_machine(settings):
+        # Each test holds the latency lock shared, so a measurement runs beside none of another worker's tests.
+        # Not for the CCI suites on kind, whose fills take minutes: they exclude only each other there.
+        dra = settings.manifest is not None and settings.manifest.is_dra
+        if _asked_for_certification(config) and (dra or not spreads_by_machine(settings)):
             from .certify.measuring import QuietMeasurements
 
             config.pluginmanager.register(QuietMeasurements(), "cci-quiet-measurements")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import pytest
 from claimkit import available_now, claim_pod, exclusive, group, params, shared
 
 from cci_conformance.certify.budgets import growth_machines, percentile
+from cci_conformance.certify.measurement_store import MeasurementStore
 from cci_conformance.certify.measuring import measuring_alone
 from cci_conformance.certify.settings import load_topology
 from cci_conformance.protocol.semantics import group_is_satisfiable
@@ -62,17 +63,18 @@ def mixed_claims(topology, capabilities):
 
 
 def admit(session, parameters, samples: list[float]):
-    result = session.create_pod(claim_pod(parameters))
+    # settle=False: the samples are the driver's time; a real kubelet's cpusets follow later (backends/base.py)
+    result = session.create_pod(claim_pod(parameters), settle=False)
     assert result.admitted, f"{parameters} refused during the latency run: {result.reason}: {result.message}"
     samples.append(result.driver_seconds)
     return result
 
 
-def fill_once(session, topology, parameters, m: Measurement) -> bool:
+def fill_once(session, topology, parameters, m: Measurement, free) -> bool:
     """One fill admission; True when admitted. A refusal is the driver's fault only when the claim could be met:
-    the independent checker (semantics.group_is_satisfiable, S1.6) decides, on the CPUs free before it."""
-    free = available_now(session.snapshot())
-    result = session.create_pod(claim_pod(parameters))
+    the independent checker (semantics.group_is_satisfiable, S1.6) decides, on ``free``, the CPUs free before it
+    (a refusal changes nothing, so they are still free for a fallback after it)."""
+    result = session.create_pod(claim_pod(parameters), settle=False)
     m.fill_node_s += result.node_seconds
     m.fill_driver_s += result.driver_seconds
     if result.admitted:
@@ -90,11 +92,17 @@ def smallest_fallback(parameters: dict) -> dict:
     return exclusive(1) if parameters["cpu attributes"][0][0] == "EXCLUSIVE" else shared(1)
 
 
-def measure(session, topology, budgets, capabilities) -> Measurement:
+def measure(session, topology, budgets, capabilities, store: MeasurementStore) -> Measurement:
     """Empty-node cycles, a fill to the profile's fraction with mixed claims, then cycles on the filled node;
-    never beside another process's measurement (certify/measuring.py)."""
+    never beside another process's measurement (certify/measuring.py). A machine another worker of the run
+    measured meanwhile (under the same lock) is read from the run's store instead of measured again."""
     with measuring_alone():
-        return _measure(session, topology, budgets, capabilities)
+        found = store.load(topology.name)
+        if found is not None:
+            return Measurement(**found)
+        m = _measure(session, topology, budgets, capabilities)
+        store.save(topology.name, asdict(m))
+        return m
 
 
 def _measure(session, topology, budgets, capabilities) -> Measurement:
@@ -106,19 +114,19 @@ def _measure(session, topology, budgets, capabilities) -> Measurement:
     allocatable = len(snap.online - snap.reserved)
     target = int(allocatable * budgets.fill_fraction)
     claims = mixed_claims(topology, capabilities)
-    free = allocatable
-    while allocatable - free < target:
+    free = available_now(snap)  # one read per admission: the one after it is the next one's "before"
+    while allocatable - len(free) < target:
         parameters = next(claims)
         need = sum(int(c) for c in parameters["cores"]) * topology.threads_per_core
-        if need > free - ROOM:
+        if need > len(free) - ROOM:
             parameters = smallest_fallback(parameters)
         # an infeasible shape (e.g. DENIED once no whole core is free) adapts to one CPU of the same kind;
         # one CPU fits while the fill runs (free >= 1), so a refusal of it fails in fill_once
-        if not fill_once(session, topology, parameters, m):
-            fill_once(session, topology, smallest_fallback(parameters), m)
-        free = len(available_now(session.snapshot()))
+        if not fill_once(session, topology, parameters, m, free):
+            fill_once(session, topology, smallest_fallback(parameters), m, free)
+        free = available_now(session.snapshot())
     m.fill_admissions = len(m.fill)
-    m.held_fraction = (allocatable - len(available_now(session.snapshot()))) / allocatable
+    m.held_fraction = (allocatable - len(free)) / allocatable
     m.target_fraction = target / allocatable
     # Shared claims keep adding live admissions without using up CPUs: the load only grows.
     while len(m.loaded) < LOADED_MIN or len(m.all) < budgets.min_samples:
@@ -129,30 +137,39 @@ def _measure(session, topology, budgets, capabilities) -> Measurement:
 _CACHE: dict[str, Measurement] = {}
 
 
+@pytest.fixture(scope="session")
+def measurements(cci_settings) -> MeasurementStore:
+    return MeasurementStore(cci_settings.report_dir)
+
+
 @pytest.fixture(scope="module")
-def latency(cci_shared_nodes, node_profile, topology, driver_manifest, budgets) -> Measurement:
+def latency(cci_shared_nodes, node_profile, topology, driver_manifest, budgets, measurements) -> Measurement:
     """One measurement per topology on a node of its own (closed afterwards: cheaper than a hundred deletions).
-    A machine LAT-004 already measured on this worker (as another topology's base or probe, on a fresh node
-    of the same driver and profile) is not filled again: on kind one fill takes minutes."""
-    if topology.name in _CACHE:
-        return _CACHE[topology.name]
-    session = cci_shared_nodes.get(topology, "latency", node_profile, driver_manifest.path)
-    try:
-        m = measure(session, topology, budgets, driver_manifest.capabilities)
-    finally:
-        cci_shared_nodes.discard((topology.name, "latency"))
-    _CACHE[topology.name] = m
-    return m
+    A machine already measured in this run (by this worker, as another topology's LAT-004 base or probe, or by
+    another worker, on a fresh node of the same driver and profile) is not filled again: on kind one fill takes
+    minutes."""
+    return _measured(topology, lambda: cci_shared_nodes.get(topology, "latency", node_profile, driver_manifest.path),
+                     lambda session: cci_shared_nodes.discard((topology.name, "latency")), budgets,
+                     driver_manifest.capabilities, measurements)
 
 
-def measured(machine, node_session_factory, budgets, capabilities) -> Measurement:
-    """The measurement of a machine the run may not include (LAT-004's base or probe), once per worker."""
+def measured(machine, node_session_factory, budgets, capabilities, store: MeasurementStore) -> Measurement:
+    """The measurement of a machine the run may not include (LAT-004's base or probe), once per run."""
+    return _measured(machine, lambda: node_session_factory(topology=machine, label=f"latency-{machine.name}"),
+                     node_session_factory.close, budgets, capabilities, store)
+
+
+def _measured(machine, open_session, close_session, budgets, capabilities, store: MeasurementStore) -> Measurement:
     if machine.name not in _CACHE:
-        session = node_session_factory(topology=machine, label=f"latency-{machine.name}")
+        found = store.load(machine.name)  # before a node is opened for it: on kind that is a node of its own
+        if found is not None:
+            _CACHE[machine.name] = Measurement(**found)
+            return _CACHE[machine.name]
+        session = open_session()
         try:
-            _CACHE[machine.name] = measure(session, machine, budgets, capabilities)
+            _CACHE[machine.name] = measure(session, machine, budgets, capabilities, store)
         finally:
-            node_session_factory.close(session)
+            close_session(session)
     return _CACHE[machine.name]
 
 
@@ -208,7 +225,7 @@ def test_latency_does_not_grow_with_live_allocations(latency, budgets, record_fi
 
 @pytest.mark.requirement("LAT-004")
 def test_latency_growth_from_smallest_to_this_topology(latency, budgets, cci_settings, topology, driver_manifest,
-                                                       node_session_factory, record_figure):
+                                                       node_session_factory, measurements, record_figure):
     """The median admission time MUST NOT exceed the smallest library machine's by more than the growth factor.
 
     The base is the smallest machine of the library (or of the run, if smaller), measured whatever the run's
@@ -216,8 +233,9 @@ def test_latency_growth_from_smallest_to_this_topology(latency, budgets, cci_set
     requirement can fail on any set of topologies, a single one included (docs/spec.md §4.5)."""
     base, probe = growth_machines(topology, [load_topology(n) for n in cci_settings.topologies])
     caps = driver_manifest.capabilities
-    base_m = measured(base, node_session_factory, budgets, caps)
-    probe_m = latency if probe.name == topology.name else measured(probe, node_session_factory, budgets, caps)
+    base_m = measured(base, node_session_factory, budgets, caps, measurements)
+    probe_m = latency if probe.name == topology.name else \
+        measured(probe, node_session_factory, budgets, caps, measurements)
     floor = 0.1 * budgets.p50_s  # below a tenth of the budget, ratios of microseconds are noise, not growth
     factor = max(percentile(probe_m.all, 50), floor) / max(percentile(base_m.all, 50), floor)
     record_figure("topology growth of p50", factor, "x", budget=budgets.max_topology_growth)

@@ -244,7 +244,7 @@ class EmbeddedSession:
             self._wait_driver_registered(before)
 
     # ---- acting ----
-    def create_pod(self, pod: PodSpec) -> AdmissionResult:
+    def create_pod(self, pod: PodSpec, *, settle: bool = True) -> AdmissionResult:  # noqa: ARG002 - settled
         return self.client.create_pod(pod)
 
     def delete_pod(self, pod_uid: str) -> None:

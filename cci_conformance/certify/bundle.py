@@ -21,6 +21,7 @@ PYTEST_LOG = "pytest.log"
 DRIVER_DIR = "driver"
 SESSIONS_DIR = "sessions"  # one folder per node session: logs and state files at the end of its life
 EVIDENCE_DIR = "evidence"  # one folder per failed test: what the sessions held when it failed
+MEASUREMENTS_DIR = "measurements"  # a latency measurement per machine: its samples, shared by the run's workers
 PACKAGES = ("cci-conformance", "pytest", "pytest-xdist", "grpcio", "protobuf", "hypothesis", "jsonschema", "PyYAML")
 
 

@@ -31,6 +31,7 @@ INTERRUPT_GRACE_S = 240.0  # time pytest gets to close its sessions and write it
 # --topology for it.
 DRA_SUITES = "dra"
 DRA_BACKEND = "kind"
+KIND_MAX_WORKERS = 4  # kind clusters of a run at once when -n is not given (default_workers)
 # The whole run's deadline by backend. Every wait inside has its own; this one ends a run that would go on
 # for a reason nobody foresaw. On kind every pod takes seconds to start and to release (docs/kind.md,
 # "Measured"): the catalog on two machines takes about 70 minutes on 2 cores.
@@ -87,14 +88,16 @@ def add_parser(subparsers) -> None:
 
 
 def default_workers(backend: str, topologies: int, cpus: int | None = None) -> int:
-    """Worker processes when -n is not given: on the embedded backend a machine per worker, as many as there are
-    usable CPUs (one process when that is one); a node and its driver take little memory, and latency fills
-    still run one at a time (certify/measuring.py). Elsewhere one process: a kind machine is a cluster."""
-    if backend != DEFAULT_BACKEND:
+    """Worker processes when -n is not given: a machine per worker, as many as there are usable CPUs (one process
+    when that is one). On the embedded backend a node and its driver take little memory; on kind a worker makes
+    one machine's cluster at a time (1-2 GB), so at most KIND_MAX_WORKERS (measured on 2 cores: two machines'
+    certification 27-31 min with two workers against 42+ min in one process, docs/kind.md). Latency measurements
+    still run one at a time (certify/measuring.py). Another backend (an existing cluster's nodes) decides itself."""
+    if backend not in (DEFAULT_BACKEND, DRA_BACKEND):
         return 0
     if cpus is None:  # the CPUs this process may run on (a container's limit), where the OS says so
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    workers = min(cpus, topologies)
+    workers = min(cpus, topologies, KIND_MAX_WORKERS if backend == DRA_BACKEND else topologies)
     return workers if workers > 1 else 0
 
 

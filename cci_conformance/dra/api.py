@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -302,6 +303,7 @@ class DraSession(Protocol):
     # wait=True: until every container runs (TimeoutError otherwise); False: returns at once
     def pod(self, name: str) -> PodState: ...
     def delete_pod(self, name: str, *, timeout: float = 120) -> None: ...  # and the claims made with it
+    def delete_pods(self, names: Sequence[str], *, timeout: float = 120) -> None: ...  # all at once, as delete_pod
     def allocation(self, claim: str) -> Allocation: ...
     def slices(self) -> tuple[Device, ...]: ...
     def cpuset_records(self) -> tuple[Record, ...]: ...  # the runtime's creates and updates, in order

@@ -288,6 +288,10 @@ class FakeDraSession:
         self._release(pod)
         self._update_shared()
 
+    def delete_pods(self, names, *, timeout: float = 120) -> None:
+        for name in names:
+            self.delete_pod(name, timeout=timeout)
+
     def allocation(self, claim: str) -> Allocation:
         c = self._claims[claim]
         if self.device_mode == "grouped":

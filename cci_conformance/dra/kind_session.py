@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import os
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -14,6 +14,7 @@ from ..kind.cci.driver_image import file_digest
 from ..kind.cluster import toolchain
 from ..kind.cluster.config import ClusterPlan, NodePlan
 from ..kind.cluster.cpuset_log import Record
+from ..kind.cluster.kube_api import KubeAPI, KubeAPIError
 from ..kind.cluster.lifecycle import KindCluster, owned_name
 from ..kind.image import nodeimage, versions
 from ..kind.runner import CommandFailed
@@ -93,7 +94,7 @@ class KindDraSession:
                                           extra_args=built.args,
                                           hybrid=bool(config.topology.core_types), node_sysfs=sysfs,
                                           reserved_cpus=config.profile.reserved)
-            worker = Worker(cluster, node, deployment)
+            worker = Worker(cluster, node, deployment, api=KubeAPI(cluster.kubeconfig))
             worker.deploy(built.archive)
         except BaseException:
             cluster.delete()
@@ -111,11 +112,12 @@ class KindDraSession:
         return self._pause
 
     def create_pod(self, pod: PodSpec, *, wait: bool = True, timeout: float = 120) -> PodState:
-        self.worker.apply(*pod_objects(pod, self.node, self._pause_image(), self.driver_name, self.device_mode))
+        self.worker.create(*pod_objects(pod, self.node, self._pause_image(), self.driver_name, self.device_mode))
         if wait:
             try:
-                wait_for(lambda: self.pod(pod.name, events=False).running, timeout=timeout, interval=0.5,
-                         what=f"pod {pod.name} running")
+                # an API read costs milliseconds; a kubectl one (an existing cluster's view) a process
+                wait_for(lambda: self.pod(pod.name, events=False).running, timeout=timeout,
+                         interval=0.1 if self.worker.api is not None else 0.5, what=f"pod {pod.name} running")
             except TimeoutError as exc:
                 raise TimeoutError(f"{exc}; events: {self.pod(pod.name).events[-3:]}") from None
         return self.pod(pod.name)
@@ -146,17 +148,22 @@ class KindDraSession:
                         tuple(self.worker.pod_events(name)) if events else (), _start_seconds(status))
 
     def delete_pod(self, name: str, *, timeout: float = 120) -> None:
-        raw = json.loads(self.cluster.kubectl("get", "pod", name, "-n", POD_NS, "-o", "json", "--ignore-not-found")
-                         or "{}")
-        made = [c["resourceClaimName"] for c in raw.get("spec", {}).get("resourceClaims", [])
-                if c.get("resourceClaimName", "").startswith(name + "-")]
+        self.delete_pods([name], timeout=timeout)
+
+    def delete_pods(self, names: Sequence[str], *, timeout: float = 120) -> None:
+        """The pods and the claims made for them (named ``<pod>-...``), all asked at once, awaited together."""
+        made: list[str] = []
+        for name in names:
+            raw = self.worker.find("pod", name) or {}
+            made += [c["resourceClaimName"] for c in raw.get("spec", {}).get("resourceClaims", [])
+                     if c.get("resourceClaimName", "").startswith(name + "-")]
         if self._deleted_while_down is not None:
             # a deletion waits for the kubelet to confirm the pod stopped: with the kubelet down that is only
             # once it is back (start_kubelet waits for it then)
-            self.cluster.kubectl("delete", "pod", name, "-n", POD_NS, "--ignore-not-found", "--wait=false")
-            self._deleted_while_down.append((name, made))
+            self.worker.delete("pod", *names, wait=False)
+            self._deleted_while_down += [(name, [c for c in made if c.startswith(name + "-")]) for name in names]
             return
-        self.worker.delete("pod", name, timeout=timeout)
+        self.worker.delete("pod", *names, timeout=timeout)
         self.worker.delete("resourceclaim", *made, timeout=timeout)
 
     def allocation(self, claim: str) -> Allocation:
@@ -207,9 +214,8 @@ class KindDraSession:
         # through the API server's node proxy (the kubelet's port 10250), as the CCI session asks: the vanilla
         # node image has no curl, and a kubelet the API server cannot reach is not back for the suites either
         try:
-            return self.cluster.kubectl("get", "--raw", f"/api/v1/nodes/{self.node}/proxy/healthz",
-                                        timeout=10).strip() == "ok"
-        except CommandFailed:
+            return self.worker.kubelet_get("healthz", timeout=10).strip() == "ok"
+        except (CommandFailed, KubeAPIError, OSError):
             return False  # the proxy answers 5xx while the kubelet starts
 
     def restart_kubelet(self, hard: bool = True) -> None:
@@ -263,7 +269,7 @@ class KindDraSession:
         return kubelet_state.checkpoints(dra, cpu.encode())
 
     def metrics(self) -> KubeletMetrics:
-        text = self.cluster.kubectl("get", "--raw", f"/api/v1/nodes/{self.node}/proxy/metrics", timeout=60)
+        text = self.worker.kubelet_get("metrics", timeout=60)
         # kind's nodes are containers on this host: their processes wait in its run queue
         load = os.getloadavg()[1] / (os.cpu_count() or 1)
         return replace(kubelet_state.metrics(text, self.driver_name), host_load_per_cpu=round(load, 2))
@@ -288,7 +294,11 @@ class KindDraSession:
         return sorted(dest.iterdir())
 
     def close(self) -> None:
-        self.cluster.delete()
+        try:
+            self.cluster.delete()
+        finally:
+            if self.worker.api is not None:
+                self.worker.api.close()
 
 
 def _cpus_of(quantity: str | int) -> int:

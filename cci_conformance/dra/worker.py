@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from ..kind.cluster.cpuset_log import Record, parse
+from ..kind.cluster.kube_api import KubeAPI, KubeAPIError
 from ..kind.cluster.lifecycle import KindCluster
 from ..kind.cluster.node_access import RECORDER_LOG
 from ..kind.cluster.pods import pause_image
@@ -59,31 +60,81 @@ def _value(attribute: dict):
 class Worker:
     """The worker under test, its driver DaemonSet, and the API-server and node views the session reads."""
 
-    def __init__(self, cluster: KindCluster, node: str, deployment: DriverDeployment):
+    def __init__(self, cluster: KindCluster, node: str, deployment: DriverDeployment, api: KubeAPI | None = None):
         self.cluster = cluster
         self.node = node
         self.deployment = deployment
+        # A kind session's API client: a call takes milliseconds where a kubectl process takes 300-540 ms of a
+        # 2-core host's CPU (docs/kind.md), and the suites poll pods and claims all the time. Without one (the
+        # cluster backend, whose kubectl maps the suites' namespace to the node's) every call is kubectl.
+        self.api = api
 
-    # -- kubectl ---------------------------------------------------------------------------------
+    # -- the API server ----------------------------------------------------------------------------
     def apply(self, *items: dict) -> None:
         document = {"apiVersion": "v1", "kind": "List", "items": list(items)}  # one document for `apply -f -`
         self.cluster.kubectl("apply", "-f", "-", stdin=json.dumps(document))
 
+    def create(self, *items: dict) -> None:
+        """A pod's objects, claims first: created through the API where the worker has it, else applied."""
+        if self.api is None:
+            return self.apply(*items)
+        for obj in items:
+            try:
+                self.api.create(obj)
+            except KubeAPIError as exc:
+                if exc.status != 409:
+                    raise
+                self.apply(obj)  # it exists (a template a test reuses): kubectl apply updates it, as it always did
+
     def get(self, kind: str, name: str = "", namespace: str = POD_NS) -> dict:
+        if self.api is not None:
+            return self.api.read(kind, name, namespace)
         args = ["get", kind] + ([name] if name else []) + ["-o", "json"]
         if kind not in ("resourceslices", "nodes"):
             args += ["-n", namespace]
         return json.loads(self.cluster.kubectl(*args))
 
-    def delete(self, kind: str, *names: str, timeout: float = 120) -> None:
-        if names:
+    def find(self, kind: str, name: str, namespace: str = POD_NS) -> dict | None:
+        """The object, or None when it does not exist."""
+        if self.api is not None:
+            try:
+                return self.api.read(kind, name, namespace)
+            except KubeAPIError as exc:
+                if exc.status == 404:
+                    return None
+                raise
+        out = self.cluster.kubectl("get", kind, name, "-n", namespace, "-o", "json", "--ignore-not-found")
+        return json.loads(out) if out.strip() else None
+
+    def delete(self, kind: str, *names: str, timeout: float = 120, wait: bool = True) -> None:
+        """Delete the objects (gone ones are no error); with ``wait``, return once none of them exists."""
+        if not names:
+            return
+        if self.api is None:
             self.cluster.kubectl("delete", kind, *names, "-n", POD_NS, "--ignore-not-found",
-                                 "--wait=true", f"--timeout={int(timeout)}s", timeout=timeout + 10)
+                                 f"--wait={str(wait).lower()}", f"--timeout={int(timeout)}s", timeout=timeout + 10)
+            return
+        for name in names:
+            self.api.delete(kind, name, POD_NS)
+        if wait:
+            def gone() -> bool:
+                left = {item["metadata"]["name"] for item in self.get(kind)["items"]}
+                return not left.intersection(names)
+            wait_for(gone, timeout=timeout, interval=0.2, what=f"{kind} {', '.join(names)} deleted")
 
     def pod_events(self, name: str) -> list[str]:
-        out = self.cluster.kubectl("get", "events", "-n", POD_NS, "--field-selector",
-                                   f"involvedObject.name={name}", "-o", "json")
-        return [f"{e.get('reason')}: {e.get('message', '')}" for e in json.loads(out)["items"]]
+        if self.api is not None:
+            items = self.api.pod_events(POD_NS, name)
+        else:
+            items = json.loads(self.cluster.kubectl("get", "events", "-n", POD_NS, "--field-selector",
+                                                    f"involvedObject.name={name}", "-o", "json"))["items"]
+        return [f"{e.get('reason')}: {e.get('message', '')}" for e in items]
+
+    def kubelet_get(self, path: str, timeout: float = 60) -> str:
+        """GET the kubelet's ``path`` (healthz, metrics) through the API server's node proxy."""
+        if self.api is not None:
+            return self.api.node_proxy(self.node, path, timeout=timeout)
+        return self.cluster.kubectl("get", "--raw", f"/api/v1/nodes/{self.node}/proxy/{path}", timeout=timeout)
 
     def pause(self) -> str:
         """The node's own pause image: every test container runs it (nothing is pulled)."""

@@ -84,6 +84,11 @@ class Node:
         self.made.append(pod.name)
         return self.session.create_pod(pod, **kwargs)
 
+    def delete_pods(self, names: list[str], **kwargs) -> None:
+        self.session.delete_pods(names, **kwargs)
+        gone = set(names)
+        self.made = [name for name in self.made if name not in gone]
+
     def require(self, feature: str) -> None:
         reason = api.missing_feature(self.session, feature)
         if reason:

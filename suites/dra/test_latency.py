@@ -6,11 +6,16 @@ import math
 
 import pytest
 
+from cci_conformance.certify.measuring import measuring_alone
 from cci_conformance.dra.api import PodSpec
 from cci_conformance.dra.checks import need_offered
 
 # at least this many preparations before a percentile of the kubelet's histogram means anything
 MIN_PREPARATIONS = 100
+# Pods are created one at a time, each running before the next (its NodePrepareResources alone, as the budget is
+# meant), and deleted DELETE_BATCH at a time: a deletion waits for the kubelet's whole pod stop, which no
+# preparation overlaps since the next pod comes once they are gone (docs/spec.md S5.5).
+DELETE_BATCH = 4
 PREPARE_P99_S = 0.1  # the smallest bucket of DRADurationBuckets: a p99 within it is within 100 ms
 POD_START_P99_S = 5.0  # pod startup SLO (sig-scalability pod_startup_latency.md): p99 <= 5 s
 # The kubelet times calls and pod starts by the wall clock, and a kind node's processes share the host's CPUs: over
@@ -26,15 +31,24 @@ def test_node_prepare_p99_within_budget(dra, record_figure):
     and claimed pods MUST start within 5 s at p99."""
     dra.require("metrics")
     need_offered(dra, 1)
+    held = max(1, min(DELETE_BATCH, len(dra.topology.online_cpus - dra.profile.reserved) - 1))
+    with measuring_alone():  # beside no other worker's test: the kubelet's wall clock shares the host's CPUs
+        _measure(dra, held, record_figure)
+
+
+def _measure(dra, held: int, record_figure) -> None:
     before = dra.metrics().node_prepare
-    starts, slow = [], []
+    starts, slow, live = [], [], []
     for i in range(MIN_PREPARATIONS):
         pod = dra.create_pod(PodSpec.claimed(f"lat-{i}", 1))
+        live.append(pod.name)
         starts.append(pod.scheduled_to_ready_s)
         if pod.scheduled_to_ready_s is not None and pod.scheduled_to_ready_s > POD_START_P99_S and len(slow) < 2:
             # why it was slow, in the kubelet's words (e.g. a FailedPrepareDynamicResources retried with backoff)
             slow.append(f"{pod.name} {pod.scheduled_to_ready_s} s: {'; '.join(pod.events[:3])}")
-        dra.delete_pod(pod.name)
+        if len(live) == held or i == MIN_PREPARATIONS - 1:
+            dra.delete_pods(live)
+            live = []
     after = dra.metrics()
     calls = after.node_prepare.minus(before)
     if calls.count < MIN_PREPARATIONS:

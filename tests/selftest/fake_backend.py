@@ -63,7 +63,7 @@ class FakeSession:
         used = frozenset().union(*self.exclusive.values()) if self.exclusive else frozenset()
         return self.online - used
 
-    def create_pod(self, pod: PodSpec) -> AdmissionResult:
+    def create_pod(self, pod: PodSpec, *, settle: bool = True) -> AdmissionResult:  # noqa: ARG002
         claims = {c.name: c for c in pod.claims}
         out = []
         for ctr in pod.containers:

@@ -15,8 +15,11 @@ class _Recorder:
         self.calls.append(("kubectl", *args))
         return "{}"
 
-    def delete(self, kind, *names, timeout=120):
-        self.calls.append(("delete", kind, *names))
+    def delete(self, kind, *names, timeout=120, wait=True):
+        self.calls.append(("delete" if wait else "delete, no wait", kind, *names))
+
+    def find(self, kind, name, namespace="default"):
+        return None
 
     def node_exec(self, *argv, timeout=60):
         self.calls.append(("exec", *argv))
@@ -26,13 +29,14 @@ class _Recorder:
 def test_a_pod_deleted_while_the_kubelet_is_down_is_not_waited_for_until_it_is_back(monkeypatch):
     # a deletion is confirmed by the kubelet: waiting for it with the kubelet stopped would only time out
     rec = _Recorder()
-    session = KindDraSession(rec, SimpleNamespace(node="w1", **{n: getattr(rec, n) for n in ("delete", "node_exec")}),
+    worker = SimpleNamespace(node="w1", **{n: getattr(rec, n) for n in ("delete", "find", "node_exec")})
+    session = KindDraSession(rec, worker,
                              SimpleNamespace(topology=None, profile=None, device_mode="individual"), "dra.cpu")
     session.cluster = rec
     monkeypatch.setattr(session, "_wait_kubelet", lambda old: rec.calls.append(("kubelet back", old)))
     session.stop_kubelet()
     session.delete_pod("gone")
-    assert ("kubectl", "delete", "pod", "gone", "-n", "default", "--ignore-not-found", "--wait=false") in rec.calls
+    assert ("delete, no wait", "pod", "gone") in rec.calls
     assert not [c for c in rec.calls if c[0] == "delete"]
     session.start_kubelet()
     back = rec.calls.index(("kubelet back", "41"))
@@ -101,19 +105,29 @@ def test_the_static_profile_reserves_its_cpus_on_the_workers_kubelet_with_the_v1
     assert {m["containerPath"] for m in worker["extraMounts"]} >= {"/sys/devices/system/cpu", "/proc/cpuinfo"}
 
 
-def test_the_restarted_kubelet_is_healthy_when_the_api_servers_node_proxy_says_so(monkeypatch):
-    # the vanilla node image has no curl: the kubelet's /healthz is asked through the API server (port 10250)
-    pids = iter(["41", "57"])
+def test_the_restarted_kubelet_is_healthy_when_the_api_servers_node_proxy_says_so():
+    # the vanilla node image has no curl: the kubelet's /healthz is asked through the API server (port 10250),
+    # by the API client where the worker has one (kind), else by kubectl (an existing cluster's namespaced view)
+    from cci_conformance.dra.deployment import DriverDeployment
+    from cci_conformance.dra.worker import Worker
+
     asked = []
 
     def kubectl(*args, **kwargs):
-        asked.append(args)
+        asked.append(("kubectl", *args))
         return "ok"
-    session = KindDraSession(SimpleNamespace(kubectl=kubectl),
-                             SimpleNamespace(node="w1", node_exec=lambda *a, **k: next(pids), wait_slices=lambda: None),
-                             SimpleNamespace(topology=None, profile=None, device_mode="individual"), "dra.cpu")
-    session._wait_kubelet("41")
-    assert asked == [("get", "--raw", "/api/v1/nodes/w1/proxy/healthz")]
+    api = SimpleNamespace(node_proxy=lambda node, path, timeout: asked.append(("api", node, path)) or "ok")
+    for client, expected in ((None, ("kubectl", "get", "--raw", "/api/v1/nodes/w1/proxy/healthz")),
+                             (api, ("api", "w1", "healthz"))):
+        pids = iter(["41", "57"])
+        worker = Worker(SimpleNamespace(kubectl=kubectl), "w1", DriverDeployment("img:1", "w1"), api=client)
+        worker.node_exec = lambda *a, pids=pids, **k: next(pids)
+        worker.wait_slices = lambda: None
+        session = KindDraSession(worker.cluster, worker,
+                                 SimpleNamespace(topology=None, profile=None, device_mode="individual"), "dra.cpu")
+        asked.clear()
+        session._wait_kubelet("41")
+        assert asked == [expected]
 
 
 def test_a_pod_is_stopped_by_the_kubelet_before_the_api_server_forgets_it():

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from cci_conformance.certify.budgets import growth_machines, load_budgets
+from cci_conformance.certify.measurement_store import MeasurementStore
 from cci_conformance.node.api import AdmissionResult, ContainerAssignment, NodeSnapshot
 from cci_conformance.paths import SUITES_DIR
 from cci_conformance.protocol.claims import parse_claim
@@ -15,6 +16,8 @@ from cci_conformance.topology import library
 
 sys.path.insert(0, str(SUITES_DIR))  # the suites import claimkit as a top-level module
 import test_latency as suite  # noqa: E402
+
+NO_STORE = MeasurementStore(None)  # a bare suites run: nothing kept between processes
 
 MACHINE = library.load("server-2s8c-smt2-intel")  # 16 cores of 2 threads
 
@@ -40,7 +43,7 @@ class ScriptedNode:
     def free(self) -> frozenset:
         return MACHINE.online_cpus - frozenset().union(*self.held.values())
 
-    def create_pod(self, pod) -> AdmissionResult:
+    def create_pod(self, pod, *, settle: bool = True) -> AdmissionResult:  # noqa: ARG002
         claim = parse_claim(pod.claims[0].parameters, MACHINE)
         g = claim.groups[0]
         timing = {"node_seconds": self.driver_s + self.node_overhead_s, "driver_seconds": self.driver_s}
@@ -72,19 +75,19 @@ class ScriptedNode:
 
 def test_an_infeasible_refusal_adapts_the_fill_instead_of_failing_it():
     """Old behaviour: any refusal failed LAT-001..005 ("refused during the latency run")."""
-    m = suite.measure(ScriptedNode(), MACHINE, load_budgets(), {"core-siblings"})
+    m = suite.measure(ScriptedNode(), MACHINE, load_budgets(), {"core-siblings"}, NO_STORE)
     assert m.infeasible_refusals >= 1, "the scripted node never made a DENIED claim infeasible"
     assert m.held_fraction >= m.target_fraction
 
 
 def test_a_refusal_of_a_feasible_claim_still_fails_the_fill():
     with pytest.raises(AssertionError, match="could meet it"):
-        suite.measure(ScriptedNode(refuse_denied=True), MACHINE, load_budgets(), {"core-siblings"})
+        suite.measure(ScriptedNode(refuse_denied=True), MACHINE, load_budgets(), {"core-siblings"}, NO_STORE)
 
 
 def test_denied_claims_are_sent_only_to_a_driver_that_declares_core_siblings():
     node = ScriptedNode(refuse_denied=True)
-    m = suite.measure(node, MACHINE, load_budgets(), set())  # refuse_denied would fail it if one were sent
+    m = suite.measure(node, MACHINE, load_budgets(), set(), NO_STORE)  # refuse_denied would fail if one were sent
     assert m.infeasible_refusals == 0
 
 
@@ -93,7 +96,7 @@ def test_throughput_counts_every_attempts_driver_time_not_one_over_the_mean_of_t
     each refusal; over the fill's wall clock the burst got through far slower."""
     budgets = load_budgets()
     node = ScriptedNode(driver_s=0.01, refusal_s=0.6, node_overhead_s=0.002)
-    m = suite.measure(node, MACHINE, budgets, {"core-siblings"})
+    m = suite.measure(node, MACHINE, budgets, {"core-siblings"}, NO_STORE)
     assert m.infeasible_refusals >= 1
     assert 1 / (sum(m.fill) / len(m.fill)) >= budgets.min_admissions_per_s  # what the old figure said
     want = m.fill_admissions / (0.01 * m.fill_admissions + 0.6 * m.infeasible_refusals)
@@ -110,3 +113,16 @@ def test_growth_is_judged_from_the_smallest_library_machine_on_any_single_topolo
         base, probe = growth_machines(library.load(name), [library.load(name)])
         assert base.name == smallest.name
         assert probe.name != base.name and len(probe.cpus) >= 2 * len(base.cpus), name
+
+
+def test_a_machine_measured_once_in_a_run_is_read_back_not_filled_again(tmp_path):
+    """Workers of one run share the report folder: the second asks the store and never touches its node."""
+    store = MeasurementStore(tmp_path)
+    first = suite.measure(ScriptedNode(), MACHINE, load_budgets(), {"core-siblings"}, store)
+    assert (tmp_path / "measurements" / f"{MACHINE.name}.json").is_file()
+
+    class Untouchable:
+        def __getattr__(self, name):
+            raise AssertionError(f"the node was used ({name}) although the run had measured {MACHINE.name}")
+    again = suite.measure(Untouchable(), MACHINE, load_budgets(), {"core-siblings"}, store)
+    assert again == first and again.fill

@@ -15,12 +15,15 @@ from cci_conformance.errors import ConfigError
 MACHINES = ("server-2s8c-smt2-intel", "server-2s-snc4", "hybrid-8p8e")
 
 
-def test_an_embedded_run_gets_a_worker_per_topology_up_to_the_cpus_and_kind_one_process():
+def test_a_run_gets_a_worker_per_machine_up_to_the_cpus_and_kind_at_most_four():
     assert default_workers("embedded", 3, cpus=2) == 2
     assert default_workers("embedded", 3, cpus=8) == 3
     assert default_workers("embedded", 1, cpus=8) == 0  # one machine: one process, no xdist
     assert default_workers("embedded", 3, cpus=1) == 0
-    assert default_workers("kind", 2, cpus=8) == 0  # a kind machine is a cluster: -n is the user's to give
+    assert default_workers("kind", 2, cpus=8) == 2  # a machine per worker, each making its own clusters
+    assert default_workers("kind", 2, cpus=1) == 0
+    assert default_workers("kind", 9, cpus=64) == 4  # a cluster each: memory, not CPUs, bounds them
+    assert default_workers("cluster", 2, cpus=8) == 0  # an existing cluster's backend decides (its nodes)
 
 
 def test_acct010_examples_are_the_backends_default_or_the_count_asked():

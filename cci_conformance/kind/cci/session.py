@@ -165,7 +165,7 @@ class KindSession(KubeletRestarts, DriverHooks):
         self._namespaces.add(name)
 
     # ---- acting ----
-    def create_pod(self, pod: PodSpec) -> AdmissionResult:
+    def create_pod(self, pod: PodSpec, *, settle: bool = True) -> AdmissionResult:
         name = _k8s_name(pod.name)
         for claim in pod.claims:
             if claim.driver and claim.driver != self.driver:
@@ -193,7 +193,7 @@ class KindSession(KubeletRestarts, DriverHooks):
             self.delete_pod(pod.uid)
             return AdmissionResult(False, reason, message, node_seconds=node_s, driver_seconds=driver_s)
         node_s, driver_s = self._admission_seconds(sums_before)
-        read = self._converged()
+        read = self._converged() if settle else self._ledger()
         return AdmissionResult(True, containers=assignments(status, read), node_seconds=node_s,
                                driver_seconds=driver_s)
 

@@ -6,6 +6,10 @@ import json
 from pathlib import Path
 
 REQUEST_TIMEOUT_S = 30  # every call has its deadline (connect and read)
+RESOURCE_API = ("resource.k8s.io", "v1")  # DRA's objects (GA since Kubernetes 1.34)
+# kubectl's resource names (singular or plural) -> the plural of resource.k8s.io, and whether it is namespaced
+_RESOURCES = {"resourceclaims": True, "resourceclaimtemplates": True, "resourceslices": False,
+              "deviceclasses": False}
 
 
 class KubeAPIError(RuntimeError):
@@ -32,11 +36,14 @@ class KubeAPI:
 
     def _call(self, fn, *args, timeout: float = REQUEST_TIMEOUT_S, **kwargs) -> str:
         from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
 
         try:
             response = fn(*args, _preload_content=False, _request_timeout=timeout, **kwargs)
         except ApiException as exc:
             raise KubeAPIError(exc.status, _message(exc.body)) from None
+        except HTTPError as exc:  # no answer at all (refused, reset, timed out): status 0, the cause named
+            raise KubeAPIError(0, f"no answer: {exc}") from None
         return response.data.decode()
 
     def create(self, obj: dict) -> dict:
@@ -46,9 +53,10 @@ class KubeAPI:
             return json.loads(self._call(self.core.create_namespaced_pod, namespace, obj))
         if kind == ("v1", "Namespace"):
             return json.loads(self._call(self.core.create_namespace, obj))
-        if kind == ("resource.k8s.io/v1", "ResourceClaim"):
-            return json.loads(self._call(self.custom.create_namespaced_custom_object, "resource.k8s.io", "v1",
-                                         namespace, "resourceclaims", obj))
+        plural = {"ResourceClaim": "resourceclaims", "ResourceClaimTemplate": "resourceclaimtemplates"}.get(kind[1])
+        if kind[0] == "/".join(RESOURCE_API) and plural:
+            return json.loads(self._call(self.custom.create_namespaced_custom_object, *RESOURCE_API, namespace,
+                                         plural, obj))
         raise ValueError(f"kube_api does not write {kind[1]} of {kind[0]}")
 
     def get_pod(self, namespace: str, name: str) -> dict | None:
@@ -58,6 +66,40 @@ class KubeAPI:
             if exc.status == 404:
                 return None
             raise
+
+    def read(self, resource: str, name: str = "", namespace: str = "default") -> dict:
+        """``kubectl get RESOURCE [NAME] -n NAMESPACE -o json`` as the API answers it, for pods, nodes and
+        resource.k8s.io's objects (singular or plural names, as kubectl takes them): the object, or a list with
+        ``items``. A named object that does not exist raises KubeAPIError 404."""
+        plural = resource if resource.endswith("s") else resource + "s"
+        if plural == "pods":
+            call = (self.core.read_namespaced_pod, name, namespace) if name else \
+                (self.core.list_namespaced_pod, namespace)
+        elif plural == "nodes":
+            call = (self.core.read_node, name) if name else (self.core.list_node,)
+        elif plural in _RESOURCES and _RESOURCES[plural]:
+            call = (self.custom.get_namespaced_custom_object, *RESOURCE_API, namespace, plural, name) if name else \
+                (self.custom.list_namespaced_custom_object, *RESOURCE_API, namespace, plural)
+        elif plural in _RESOURCES:
+            call = (self.custom.get_cluster_custom_object, *RESOURCE_API, plural, name) if name else \
+                (self.custom.list_cluster_custom_object, *RESOURCE_API, plural)
+        else:
+            raise ValueError(f"kube_api does not read {resource}")
+        return json.loads(self._call(*call))
+
+    def delete(self, resource: str, name: str, namespace: str = "default", grace_seconds: int | None = None) -> None:
+        """Ask for one object's deletion (a pod's grace period as its spec says unless ``grace_seconds``); one that
+        is gone already is no error. Returns at once: the caller waits for it to go (``read`` answering 404)."""
+        plural = resource if resource.endswith("s") else resource + "s"
+        if plural == "pods":
+            return self.delete_pod(namespace, name, grace_seconds)
+        if not _RESOURCES.get(plural):
+            raise ValueError(f"kube_api does not delete {resource}")
+        try:
+            self._call(self.custom.delete_namespaced_custom_object, *RESOURCE_API, namespace, plural, name)
+        except KubeAPIError as exc:
+            if exc.status != 404:
+                raise
 
     def list_pods(self, label_selector: str = "", field_selector: str = "") -> list[dict]:
         return json.loads(self._call(self.core.list_pod_for_all_namespaces, label_selector=label_selector,
@@ -76,7 +118,7 @@ class KubeAPI:
                 raise
 
     def delete_claims(self, namespace: str, label_selector: str) -> None:
-        self._call(self.custom.delete_collection_namespaced_custom_object, "resource.k8s.io", "v1", namespace,
+        self._call(self.custom.delete_collection_namespaced_custom_object, *RESOURCE_API, namespace,
                    "resourceclaims", label_selector=label_selector)
 
     def patch_daemonset(self, namespace: str, name: str, patch: dict) -> None:
