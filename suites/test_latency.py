@@ -128,9 +128,12 @@ def _measure(session, topology, budgets, capabilities) -> Measurement:
     m.fill_admissions = len(m.fill)
     m.held_fraction = (allocatable - len(free)) / allocatable
     m.target_fraction = target / allocatable
-    # Shared claims keep adding live admissions without using up CPUs: the load only grows.
-    while len(m.loaded) < LOADED_MIN or len(m.all) < budgets.min_samples:
-        admit(session, shared(1), m.loaded)
+    # Shared claims keep adding live admissions without using up CPUs: the load only grows. They need no
+    # decision between them, so the node gets them back to back (create_pods), admitted one at a time as ever.
+    more = max(LOADED_MIN - len(m.loaded), budgets.min_samples - len(m.all))
+    for result in session.create_pods([claim_pod(shared(1)) for _ in range(more)], settle=False):
+        assert result.admitted, f"{shared(1)} refused during the latency run: {result.reason}: {result.message}"
+        m.loaded.append(result.driver_seconds)
     return m
 
 

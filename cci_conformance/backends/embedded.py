@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 
 import grpc
@@ -247,8 +248,15 @@ class EmbeddedSession:
     def create_pod(self, pod: PodSpec, *, settle: bool = True) -> AdmissionResult:  # noqa: ARG002 - settled
         return self.client.create_pod(pod)
 
+    def create_pods(self, pods: Sequence[PodSpec], *, settle: bool = True) -> list[AdmissionResult]:  # noqa: ARG002
+        return [self.client.create_pod(pod) for pod in pods]  # the node admits and runs a pod in one call
+
     def delete_pod(self, pod_uid: str) -> None:
         self.client.delete_pod(pod_uid)
+
+    def delete_pods(self, pod_uids: Sequence[str]) -> None:
+        for uid in pod_uids:
+            self.client.delete_pod(uid)
 
     def stop_container(self, pod_uid: str, container: str) -> None:
         self.client.stop_container(pod_uid, container)

@@ -84,6 +84,13 @@ class FakeSession:
         self.admissions += 1
         return AdmissionResult(admitted=True, containers=tuple(out), node_seconds=0.001, driver_seconds=0.0005)
 
+    def create_pods(self, pods, *, settle: bool = True) -> list[AdmissionResult]:
+        return [self.create_pod(pod, settle=settle) for pod in pods]
+
+    def delete_pods(self, pod_uids) -> None:
+        for uid in pod_uids:
+            self.delete_pod(uid)
+
     def delete_pod(self, pod_uid: str) -> None:
         if self.bug == "leak":
             return

@@ -462,3 +462,59 @@ def test_a_run_cluster_that_cannot_start_stops_the_run_and_is_tried_once(unstart
     with pytest.raises(NodeStartFailed) as second:  # the worker's later sessions: at once, no second cluster
         run_cluster.RunCluster.for_session(topology, profile, manifest)
     assert second.value is first.value and len(made) == 1 and Cluster.deleted
+
+
+class _SerialKubelet:
+    """Admits the pods created on it one at a time, each at the next checkpoint read, timing each (driver)
+    admission at its own figure; ``events`` records creations and admissions in order."""
+
+    def __init__(self, seconds: dict[str, float]):
+        self.seconds, self.events, self.sums = seconds, [], [0.0, 0.0]
+        self.created: list[str] = []
+        self.admitted: list[str] = []
+
+    def create(self, obj):
+        if obj["kind"] == "Pod":
+            self.created.append(obj["metadata"]["name"])
+            self.events.append(("create", obj["metadata"]["name"]))
+        return obj
+
+    def ledger(self):
+        waiting = [n for n in self.created if n not in self.admitted]
+        if waiting:
+            self.admitted.append(waiting[0])
+            self.events.append(("admitted", waiting[0]))
+            self.sums = [self.sums[0] + 2 * self.seconds[waiting[0]], self.sums[1] + self.seconds[waiting[0]]]
+        from types import SimpleNamespace
+        return SimpleNamespace(cci={"containers": [{"podUID": n, "container": "c0", "containerID": f"id-{n}"}
+                                                   for n in self.admitted]})
+
+    def get_pod(self, namespace, name):
+        running = name in self.admitted
+        state = {"running": {"startedAt": "now"}} if running else {}
+        return {"metadata": {"name": name, "uid": name}, "spec": {"containers": [{"name": "c0"}]},
+                "status": {"phase": "Running" if running else "Pending",
+                           "containerStatuses": [{"name": "c0", "state": state}]}}
+
+
+def test_pods_created_back_to_back_are_each_admitted_alone_and_timed_alone(monkeypatch):
+    """create_pods creates a pod only once the kubelet admitted the one before: its histogram growth is its own."""
+    from cci_conformance.kind.cci import session as kind_session
+
+    kubelet = _SerialKubelet({"p-0": 0.002, "p-1": 0.005, "p-2": 0.003})
+    session = kind_session.KindSession.__new__(kind_session.KindSession)
+    session.driver, session.node, session._image = "drv", "w1", "pause:1"
+    session._pods, session._alias = {}, {}
+    session.api = kubelet
+    monkeypatch.setattr(session, "_namespace", lambda name: None)
+    monkeypatch.setattr(session, "_ledger", kubelet.ledger)
+    monkeypatch.setattr(session, "_admission_sums", lambda: tuple(kubelet.sums))
+    monkeypatch.setattr(kind_session, "assignments", lambda status, read: ())
+    pods = [PodSpec("conformance", f"p-{i}", f"p-{i}", (ContainerSpec("c0", claim="claim"),),
+                    (ClaimRef("claim", f"claim-{i}", {"cores": ["1"]}),)) for i in range(3)]
+    results = session.create_pods(pods, settle=False)
+    assert kubelet.events == [("create", "p-0"), ("admitted", "p-0"), ("create", "p-1"), ("admitted", "p-1"),
+                              ("create", "p-2"), ("admitted", "p-2")]
+    assert [r.admitted for r in results] == [True] * 3
+    assert [round(r.driver_seconds, 6) for r in results] == [0.002, 0.005, 0.003]
+    assert [round(r.node_seconds, 6) for r in results] == [0.004, 0.010, 0.006]

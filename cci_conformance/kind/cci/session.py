@@ -6,6 +6,7 @@ import json
 import posixpath
 import re
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 
 from ...backends.base import NodeFault
@@ -166,33 +167,78 @@ class KindSession(KubeletRestarts, DriverHooks):
 
     # ---- acting ----
     def create_pod(self, pod: PodSpec, *, settle: bool = True) -> AdmissionResult:
+        sums_before = self._admission_sums() if pod.claims else None
+        name = self._submit(pod)
+        status = self._settled(pod, name)
+        return self._result(pod, name, status, self._admission_seconds(sums_before), settle)
+
+    def create_pods(self, pods: Sequence[PodSpec], *, settle: bool = True) -> list[AdmissionResult]:
+        """create_pod for many pods, the next created as soon as the kubelet finished admitting the one before
+        (its CCIAdmit and every CCIAddContainerResource returned: the checkpoint's records carry the container
+        ids), or refused it; the runtime then starts them side by side. Each pod's figures are the histograms'
+        growth over its own admission, with no other in flight, as create_pod measures them."""
+        admitted = []
+        for pod in pods:
+            sums_before = self._admission_sums() if pod.claims else None
+            name = self._submit(pod)
+            if pod.claims:
+                self._wait_admitted(pod, name)
+            admitted.append((pod, name, self._admission_seconds(sums_before)))
+        return [self._result(pod, name, self._settled(pod, name), seconds, settle) for pod, name, seconds in admitted]
+
+    def _submit(self, pod: PodSpec) -> str:
+        """Create the pod's claims and the pod; its object name."""
         name = _k8s_name(pod.name)
         for claim in pod.claims:
             if claim.driver and claim.driver != self.driver:
                 raise NotImplementedError(f"claim {claim.name} names driver {claim.driver}; the kind backend "
                                           f"deploys one driver ({self.driver})")
         self._namespace(pod.namespace)
-        sums_before = self._admission_sums() if pod.claims else None
-        objects = [*claim_objects(pod, name, self.driver, self.node), pod_object(pod, name, self.node, self._image)]
-        for obj in objects:
+        for obj in [*claim_objects(pod, name, self.driver, self.node), pod_object(pod, name, self.node, self._image)]:
             self.api.create(obj)
+        return name
+
+    def _wait_admitted(self, pod: PodSpec, name: str) -> None:
+        """Until the kubelet recorded every claimed container's Add (the record's containerID; its histograms
+        observed both calls before it wrote the checkpoint) or refused the pod."""
+        claimed = {c.name for c in pod.containers if c.claim}
+
+        def done() -> bool:
+            status = self.api.get_pod(pod.namespace, name) or {}
+            if status.get("status", {}).get("phase") == "Failed":
+                return True
+            uid = status.get("metadata", {}).get("uid")
+            added = {c["container"] for c in self._ledger().cci["containers"]
+                     if c["podUID"] == uid and c.get("containerID")}
+            return bool(uid) and claimed <= added
         try:
-            status = wait_for(lambda: settled(self.api.get_pod(pod.namespace, name)), POD_TIMEOUT_S, interval=0.2,
-                              what=f"pod {pod.namespace}/{name} running or refused by the kubelet")
+            wait_for(done, POD_TIMEOUT_S, interval=LEDGER_POLL_S,
+                     what=f"the kubelet to admit pod {pod.namespace}/{name} and Add its containers")
         except WaitTimeout:
             self._raise_if_runtime_stalled(pod.namespace, name)
             raise
+
+    def _settled(self, pod: PodSpec, name: str) -> dict:
+        """The pod once it runs or the kubelet refused it."""
+        try:
+            return wait_for(lambda: settled(self.api.get_pod(pod.namespace, name)), POD_TIMEOUT_S, interval=0.2,
+                            what=f"pod {pod.namespace}/{name} running or refused by the kubelet")
+        except WaitTimeout:
+            self._raise_if_runtime_stalled(pod.namespace, name)
+            raise
+
+    def _result(self, pod: PodSpec, name: str, status: dict, seconds: tuple[float, float],
+                settle: bool) -> AdmissionResult:
         real = status["metadata"]["uid"]
         self._pods[pod.uid] = (pod.namespace, name, real)
         self._alias[real] = pod.uid
+        node_s, driver_s = seconds
         if status["status"].get("phase") == "Failed":
             # A refusal holds nothing on the node (the embedded node keeps no refused pod either): remove the object.
             reason = status["status"].get("reason", "") or "Failed"
             message = status["status"].get("message", "")
-            node_s, driver_s = self._admission_seconds(sums_before)
             self.delete_pod(pod.uid)
             return AdmissionResult(False, reason, message, node_seconds=node_s, driver_seconds=driver_s)
-        node_s, driver_s = self._admission_seconds(sums_before)
         read = self._converged() if settle else self._ledger()
         return AdmissionResult(True, containers=assignments(status, read), node_seconds=node_s,
                                driver_seconds=driver_s)
@@ -246,31 +292,42 @@ class KindSession(KubeletRestarts, DriverHooks):
     def delete_pod(self, pod_uid: str) -> None:
         """Delete the pod and its claims; return once the kubelet released what it held (both checkpoints).
         ``pod_uid`` is the Kubernetes uid or the PodSpec's; a pod already deleted (or never made) is a no-op."""
-        spec_uid = pod_uid if pod_uid in self._pods else self._alias.get(pod_uid, "")
-        if spec_uid not in self._pods:
+        self.delete_pods([pod_uid])
+
+    def delete_pods(self, pod_uids: Sequence[str]) -> None:
+        """delete_pod for several pods: every deletion asked at once (the kubelet stops pods side by side), then
+        one wait for all the releases and the Removes owed for them, and one for the reconcile loop."""
+        targets = []
+        for uid in pod_uids:
+            spec_uid = uid if uid in self._pods else self._alias.get(uid, "")
+            if spec_uid in self._pods and spec_uid not in (t[0] for t in targets):
+                targets.append((spec_uid, *self._pods[spec_uid]))
+        if not targets:
             return
-        namespace, name, real = self._pods[spec_uid]
-        # No wait for the API object to go: what the contract promises is the kubelet's release, awaited below.
-        self.api.delete_pod(namespace, name)
-        self.api.delete_claims(namespace, f"{LABEL}={name}")
+        # No wait for the API objects to go: what the contract promises is the kubelet's release, awaited below.
+        for _, namespace, name, _ in targets:
+            self.api.delete_pod(namespace, name)
+            self.api.delete_claims(namespace, f"{LABEL}={name}")
+        reals = {real for *_, real in targets}
+        names = ", ".join(f"{namespace}/{name}" for _, namespace, name, _ in targets)
 
         def released():
             r = self._ledger()
-            return real not in r.cpu.entries and all(c["podUID"] != real for c in r.cci["containers"])
+            return not reals & set(r.cpu.entries) and all(c["podUID"] not in reals for c in r.cci["containers"])
 
         def delivered():
-            return all(e["podUID"] != real for e in self._ledger().cci["pending"])
-        wait_for(released, RELEASE_TIMEOUT_S, interval=LEDGER_POLL_S,
-                 what=f"the kubelet to release pod {namespace}/{name}")
-        # The Removes the kubelet owes the driver for it follow the release. Awaited for one RPC deadline and a
+            return all(e["podUID"] not in reals for e in self._ledger().cci["pending"])
+        wait_for(released, RELEASE_TIMEOUT_S, interval=LEDGER_POLL_S, what=f"the kubelet to release pod {names}")
+        # The Removes the kubelet owes the driver for them follow the release. Awaited for one RPC deadline and a
         # margin, not required: a paused or dead driver keeps them owed (snapshot.pending shows it, and the
         # suites that care check it), as the embedded node's delete_pod returns with them owed.
         try:
             wait_for(delivered, self.worker.rpc_timeout_s + 2, interval=LEDGER_POLL_S,
-                     what=f"the kubelet to deliver the Removes owed for {namespace}/{name}")
+                     what=f"the kubelet to deliver the Removes owed for {names}")
         except TimeoutError:
             pass
-        del self._pods[spec_uid]
+        for spec_uid, *_ in targets:
+            del self._pods[spec_uid]
         self._converged()
 
     def stop_container(self, pod_uid: str, container: str) -> None:
