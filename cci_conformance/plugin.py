@@ -149,6 +149,9 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(str(exc)) from None
     if settings.report_dir is not None:
         settings.report_dir.mkdir(parents=True, exist_ok=True)
+        from .certify.measurement_store import MeasurementStore
+
+        MeasurementStore(settings.report_dir).clear()  # before any worker starts: this run's measurements only
         if not config.option.xmlpath:
             config.option.xmlpath = str(settings.report_dir / "junit.xml")
     from .certify.run_report import CertificationReporter

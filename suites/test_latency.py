@@ -9,7 +9,7 @@ import pytest
 from claimkit import available_now, claim_pod, exclusive, group, params, shared
 
 from cci_conformance.certify.budgets import growth_machines, percentile
-from cci_conformance.certify.measurement_store import MeasurementStore
+from cci_conformance.certify.measurement_store import MeasurementStore, run_key
 from cci_conformance.certify.measuring import measuring_alone
 from cci_conformance.certify.settings import load_topology
 from cci_conformance.protocol.semantics import group_is_satisfiable
@@ -142,7 +142,7 @@ _CACHE: dict[str, Measurement] = {}
 
 @pytest.fixture(scope="session")
 def measurements(cci_settings) -> MeasurementStore:
-    return MeasurementStore(cci_settings.report_dir)
+    return MeasurementStore(cci_settings.report_dir, run_key(cci_settings))
 
 
 @pytest.fixture(scope="module")

@@ -129,3 +129,13 @@ def test_a_machine_measured_once_in_a_run_is_read_back_not_filled_again(tmp_path
             raise AssertionError(f"the node was used ({name}) although the run had measured {MACHINE.name}")
     again = suite.measure(Untouchable(), MACHINE, load_budgets(), {"core-siblings"}, store)
     assert again == first and again.fill
+
+
+def test_a_measurement_of_another_driver_or_an_earlier_run_is_never_read(tmp_path):
+    """A report folder reused by a second run, or another driver's key, lends it nothing (a false pass)."""
+    mine = MeasurementStore(tmp_path, {"driver": "a"})
+    mine.save(MACHINE.name, {"empty": [0.001]})
+    assert mine.load(MACHINE.name) == {"empty": [0.001]}
+    assert MeasurementStore(tmp_path, {"driver": "b"}).load(MACHINE.name) is None
+    mine.clear()  # what the run's controller does first
+    assert mine.load(MACHINE.name) is None
