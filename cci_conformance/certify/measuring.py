@@ -29,12 +29,13 @@ def gate_of(lock_file: Path) -> Path:
 
 
 @contextlib.contextmanager
-def measuring_alone(lock_file: Path = LOCK_FILE, wait_s: float = WAIT_S) -> Iterator[None]:
+def measuring_alone(lock_file: Path | None = None, wait_s: float = WAIT_S) -> Iterator[None]:
     """Hold the host's latency lock for the block. Two fills at once on a 2-core host measured each other: on kind
     with `run -n 2` one 8-CPU machine's fill of 6 admissions averaged 26 ms a CCIAdmit at load average 44, its
     other runs 3 ms, and failed LAT-003 for a driver that meets it (docs/kind.md). On the embedded backend with
     two workers the other worker's tests did the same to LAT-005 (an 80-CPU machine's median 2.0 ms empty, 8.3 ms
     filled, at load average 17), so those wait too (``hold_while_testing``)."""
+    lock_file = lock_file or LOCK_FILE  # read when called: the harness's own tests give inner runs their own
     own = _tests_held.pop() if _tests_held else None
     if own is not None:
         own.close()  # this process's own test is the one measuring: never wait for ourselves
@@ -55,10 +56,10 @@ def _hold_for_test(lock_file: Path, wait_s: float) -> None:
 
 
 @contextlib.contextmanager
-def hold_while_testing(lock_file: Path = LOCK_FILE, wait_s: float = WAIT_S) -> Iterator[None]:
+def hold_while_testing(lock_file: Path | None = None, wait_s: float = WAIT_S) -> Iterator[None]:
     """Hold the lock shared while one test runs (a worker of a spread run): a measurement elsewhere waits for
     the end of the test, and a test does not start while a measurement runs."""
-    _hold_for_test(lock_file, wait_s)
+    _hold_for_test(lock_file or LOCK_FILE, wait_s)
     try:
         yield
     finally:
@@ -66,13 +67,13 @@ def hold_while_testing(lock_file: Path = LOCK_FILE, wait_s: float = WAIT_S) -> I
             _tests_held.pop().close()
 
 
-def let_measurements_in(lock_file: Path = LOCK_FILE, wait_s: float = WAIT_S) -> None:
+def let_measurements_in(lock_file: Path | None = None, wait_s: float = WAIT_S) -> None:
     """Between two steps of a long test (ACCT-010's examples): a measurement waiting for this process's test runs
     now and the test goes on after it, instead of the measurement waiting for the whole test (18 s and more)."""
     if not _tests_held:
         return
     _tests_held.pop().close()
-    _hold_for_test(lock_file, wait_s)  # blocks at the gate while a measurement holds it
+    _hold_for_test(lock_file or LOCK_FILE, wait_s)  # blocks at the gate while a measurement holds it
 
 
 class QuietMeasurements:
