@@ -11,15 +11,15 @@ from __future__ import annotations
 # Seconds a test took in the idle README test command (`pytest -n 2 --durations`), by module and function,
 # rounded: a priority, not a check; a test not listed counts SLOW_S when marked slow, else nothing.
 KNOWN_S = {
-    ("test_reference_certifies.py", "test_reference_driver_passes_every_requirement"): 200,
+    ("test_reference_certifies.py", "test_reference_driver_passes_every_requirement"): 130,
     ("test_reference_certifies.py", "test_reference_driver_certifies_in_alpha_mode_with_the_coexistence_"
-                                    "requirements_out_of_scope"): 60,
-    ("test_installed_wheel.py", "test_wheel_installs_outside_the_tree_and_certifies_the_reference_driver"): 90,
-    ("test_installed_wheel.py", "test_go_driver_certifies_from_the_installed_wheel"): 90,
-    ("test_authors_guide.py", "test_guide_commands_run_in_order_in_an_empty_folder"): 85,
+                                    "requirements_out_of_scope"): 80,
+    ("test_installed_wheel.py", "test_wheel_installs_outside_the_tree_and_certifies_the_reference_driver"): 70,
+    ("test_installed_wheel.py", "test_go_driver_certifies_from_the_installed_wheel"): 60,
+    ("test_authors_guide.py", "test_guide_commands_run_in_order_in_an_empty_folder"): 55,
     ("test_minimal_certifies.py", "test_minimal_driver_certifies_with_exactly_the_capability_requirements_"
-                                  "not_applicable"): 50,
-    ("test_minimal_certifies.py", "test_a_driver_declaring_one_capability_certifies"): 50,
+                                  "not_applicable"): 35,
+    ("test_minimal_certifies.py", "test_a_driver_declaring_one_capability_certifies"): 35,
 }
 SLOW_S = 15
 
