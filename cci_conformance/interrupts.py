@@ -52,6 +52,27 @@ def _on_sigterm(signum, frame) -> None:  # noqa: ARG001 - signal handler signatu
     raise KeyboardInterrupt(f"terminated by signal {signum} (SIGTERM)")
 
 
+def _on_sigint(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
+    """Ctrl-C in a process that runs tests: Python's KeyboardInterrupt, remembered as SIGTERM's is, so that one
+    lost in a finalizer or caught by code under test still stops the run at the next test boundary (a kind run
+    went on for 195 s past a Ctrl-C). A second Ctrl-C interrupts again, as Python's own handler does."""
+    if not _state["requested"]:
+        _state.update(requested=True, dropped=False)
+        if not isinstance(sys.unraisablehook, _ResendIfDropped):
+            sys.unraisablehook = _ResendIfDropped(sys.unraisablehook)
+    raise KeyboardInterrupt(f"interrupted by signal {signum} (SIGINT)")
+
+
+def install_sigint() -> bool:
+    """The same for SIGINT, over Python's default handler only; for the processes that run tests (the `run` CLI
+    keeps Python's, and forwards Ctrl-C as SIGINT). True when this call installed it."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return False
+    signal.signal(signal.SIGINT, _on_sigint)
+    return True
+
+
 def install() -> bool:
     """Turn SIGTERM into KeyboardInterrupt; only from the main thread (where Python runs handlers) and only
     over the default action (never over a handler someone else chose, ours included: a run inside a run, as
@@ -67,6 +88,8 @@ def uninstall() -> None:
     """Give SIGTERM its default action back (if our handler is the one in place)."""
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is _on_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is _on_sigint:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if isinstance(sys.unraisablehook, _ResendIfDropped):
         sys.unraisablehook = sys.unraisablehook.previous
     _state.update(requested=False, handling=False, dropped=False)

@@ -126,6 +126,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
     if interrupts.install():  # in every process that runs tests: the controller and each xdist worker
+        interrupts.install_sigint()
         config.pluginmanager.register(SigtermInterrupt(), "cci-sigterm")
     settings = _settings(config)
     config.stash[SETTINGS] = settings

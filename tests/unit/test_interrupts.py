@@ -90,3 +90,28 @@ def test_a_sigterm_landing_in_a_finalizer_is_raised_after_it(where):
             print("interrupted after the finalizer")
     """)
     assert out.splitlines() == ["interrupted after the finalizer"]
+
+
+def test_a_ctrl_c_caught_by_code_under_test_is_still_pending():
+    """SIGINT in a process that runs tests: a KeyboardInterrupt that code under test swallowed still stops the run
+    at the next test boundary (interrupts.pending), and a second Ctrl-C interrupts again."""
+    out = run("""
+        import os, signal
+        from cci_conformance import interrupts
+        assert interrupts.install() and interrupts.install_sigint() and not interrupts.install_sigint()
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            [None for _ in range(1000)]
+        except BaseException:  # code under test that swallows it
+            pass
+        print("pending", interrupts.pending())
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            [None for _ in range(1000)]
+            print("not interrupted")
+        except KeyboardInterrupt as exc:
+            print("again:", exc)
+        interrupts.uninstall()
+        print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    """)
+    assert out.splitlines() == ["pending True", "again: interrupted by signal 2 (SIGINT)", "True"]
