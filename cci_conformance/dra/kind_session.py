@@ -152,19 +152,19 @@ class KindDraSession:
 
     def delete_pods(self, names: Sequence[str], *, timeout: float = 120) -> None:
         """The pods and the claims made for them (named ``<pod>-...``), all asked at once, awaited together."""
-        made: list[str] = []
+        made: dict[str, list[str]] = {}
         for name in names:
             raw = self.worker.find("pod", name) or {}
-            made += [c["resourceClaimName"] for c in raw.get("spec", {}).get("resourceClaims", [])
-                     if c.get("resourceClaimName", "").startswith(name + "-")]
+            made[name] = [c["resourceClaimName"] for c in raw.get("spec", {}).get("resourceClaims", [])
+                          if c.get("resourceClaimName", "").startswith(name + "-")]
         if self._deleted_while_down is not None:
             # a deletion waits for the kubelet to confirm the pod stopped: with the kubelet down that is only
             # once it is back (start_kubelet waits for it then)
             self.worker.delete("pod", *names, wait=False)
-            self._deleted_while_down += [(name, [c for c in made if c.startswith(name + "-")]) for name in names]
+            self._deleted_while_down += list(made.items())
             return
         self.worker.delete("pod", *names, timeout=timeout)
-        self.worker.delete("resourceclaim", *made, timeout=timeout)
+        self.worker.delete("resourceclaim", *(c for claims in made.values() for c in claims), timeout=timeout)
 
     def allocation(self, claim: str) -> Allocation:
         raw = self.worker.get("resourceclaim", claim)

@@ -211,18 +211,17 @@ class KindSession(KubeletRestarts, DriverHooks):
             added = {c["container"] for c in self._ledger().cci["containers"]
                      if c["podUID"] == uid and c.get("containerID")}
             return bool(uid) and claimed <= added
-        try:
-            wait_for(done, POD_TIMEOUT_S, interval=LEDGER_POLL_S,
-                     what=f"the kubelet to admit pod {pod.namespace}/{name} and Add its containers")
-        except WaitTimeout:
-            self._raise_if_runtime_stalled(pod.namespace, name)
-            raise
+        self._wait_on_pod(pod, name, done, LEDGER_POLL_S, "admitted and its containers Added by the kubelet")
 
     def _settled(self, pod: PodSpec, name: str) -> dict:
         """The pod once it runs or the kubelet refused it."""
+        return self._wait_on_pod(pod, name, lambda: settled(self.api.get_pod(pod.namespace, name)), 0.2,
+                                 "running or refused by the kubelet")
+
+    def _wait_on_pod(self, pod: PodSpec, name: str, condition, interval: float, what: str):
+        """wait_for on one pod; its timeout is the node's NodeFault where the runtime never started the sandbox."""
         try:
-            return wait_for(lambda: settled(self.api.get_pod(pod.namespace, name)), POD_TIMEOUT_S, interval=0.2,
-                            what=f"pod {pod.namespace}/{name} running or refused by the kubelet")
+            return wait_for(condition, POD_TIMEOUT_S, interval=interval, what=f"pod {pod.namespace}/{name} {what}")
         except WaitTimeout:
             self._raise_if_runtime_stalled(pod.namespace, name)
             raise
