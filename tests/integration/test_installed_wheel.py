@@ -98,11 +98,24 @@ def installed(tmp_path_factory) -> Installed:
     return Installed(venv, work, env, wheel)
 
 
+def failures(report: Path) -> str:
+    """Each requirement that did not pass, with its tests' reasons, from report.json (the run's stdout tail is
+    mostly figures: a failure in CI must say which test failed and why)."""
+    try:
+        data = json.loads((report / "report.json").read_text())
+    except (OSError, ValueError) as exc:
+        return f"(no report.json: {exc})\n"
+    lines = [f"{r['id']}: {r['status']}: {t['nodeid']}: {t['outcome']}: {t.get('reason', '')}"
+             for r in data.get("requirements", []) if r["status"] != "pass"
+             for t in r.get("tests", []) if t["outcome"] in ("failed", "error", "missing")]
+    return "\n".join(["failing:", *lines, *map(str, data.get("errors", [])), ""])
+
+
 def certify(inst: Installed, report: Path, *options: str) -> dict:
     """``cci-conformance run`` of the installed harness from the empty directory; the report it wrote."""
     ran, run_s = timed([str(inst.venv / "bin" / "cci-conformance"), "run", "--report-dir", str(report), *options],
                        inst.work, inst.env, RUN_DEADLINE_S)
-    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    assert ran.returncode == 0, failures(report) + ran.stdout[-3000:] + ran.stderr[-3000:]
     assert "verdict: CERTIFIED (exit 0)" in ran.stdout
     print(f"\ncertification run {' '.join(options) or '(reference)'}: {run_s:.1f} s")
     result = json.loads((report / "report.json").read_text())
