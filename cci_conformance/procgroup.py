@@ -129,3 +129,29 @@ def stop_group(proc: subprocess.Popen | None, grace_s: float = 0.0) -> int | Non
     except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
         pass
     return proc.returncode
+
+
+def thread_states(stat_lines: str) -> set[str]:
+    """The scheduler states (``R``, ``S``, ``T``...) in the text of ``/proc/<pid>/task/*/stat`` files, one per
+    line; the state follows the command name's closing parenthesis (a name may hold spaces and parentheses)."""
+    return {line.rpartition(")")[2].split()[0] for line in stat_lines.splitlines() if ")" in line}
+
+
+def group_stopped(pgid: int) -> bool:
+    """Whether every thread of every process in group ``pgid`` is stopped (SIGSTOP is only queued when kill
+    returns: a driver still running for a moment answers the call that was meant to hang)."""
+    texts = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if int(f.read().rpartition(")")[2].split()[2]) != pgid:
+                    continue
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/stat") as f:
+                    texts.append(f.read())
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+    states = thread_states("\n".join(texts))
+    return bool(states) and states <= {"T", "t"}

@@ -28,7 +28,7 @@ from ..node.profile import parse_config
 from ..node.runtime import CPUSET_FILE, container_dir
 from ..node.watcher import registered_endpoint
 from ..paths import PROJECT_ROOT
-from ..procgroup import exit_status, running, stop_group, with_parent_death
+from ..procgroup import exit_status, group_stopped, running, stop_group, with_parent_death
 from ..protocol.protos import podresources_v1_pb2 as pr
 from ..protocol.protos import podresources_v1_pb2_grpc as pr_grpc
 from ..topology.model import Topology
@@ -41,6 +41,7 @@ MAX_SOCKET_PATH = 107
 NODE_START_TIMEOUT_S = 20.0
 NODE_STOP_GRACE_S = 10.0  # SIGTERM to SIGKILL
 RPC_TIMEOUT_S = 10.0
+DRIVER_PAUSE_TIMEOUT_S = 10.0  # SIGSTOP to every thread stopped (microseconds when idle)
 
 
 _RENDERED: dict[Topology, Path] = {}
@@ -320,6 +321,9 @@ class EmbeddedSession:
         """SIGSTOP the driver: its calls hang until :meth:`resume_driver` (a driver busy answering)."""
         if self.driver is not None and self.driver.alive:
             self.driver.signal(signal.SIGSTOP)
+            # kill(2) only queues the signal: wait until every thread stopped, or the next call may be answered
+            wait_for(lambda: group_stopped(self.driver.pid) or not self.driver.alive, DRIVER_PAUSE_TIMEOUT_S,
+                     interval=0.005, what=f"driver {self.driver.driver_name} to stop on SIGSTOP")
 
     def resume_driver(self) -> None:
         if self.driver is not None:

@@ -95,7 +95,9 @@ class SnapshotError(TypeError):
 class OwedRemove:
     """A CCIRemoveContainerResource the node owes a driver until the driver acknowledges it (docs/spec.md S1.7,
     S3.5). ``why``: "admission" (written before CCIAdmit is sent, so it is owed while the call is in flight),
-    "removal" (the container was removed) or "gone-while-down" (the runtime lost it while the node was down)."""
+    "removal" (the container was removed), "gone-while-down" (the runtime lost it while the node was down) or
+    "add-unconfirmed" (a pod refused after its CCIAddContainerResource failed: the Add may or may not have
+    landed, so both the container id and the empty one are sent)."""
 
     driver: str
     pod_uid: str

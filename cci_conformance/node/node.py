@@ -45,7 +45,9 @@ def _remove_ids(entry: dict) -> list[str]:
     """container_id values to send (docs/spec.md S1.7): "" removes a claim's admissions that were never added."""
     if entry["why"] == "admission":
         return [""]
-    if entry["why"] == "gone-while-down":  # the node may have died between commit and CCIAddContainerResource
+    if entry["why"] in ("gone-while-down", "add-unconfirmed"):
+        # the node died between commit and CCIAddContainerResource, or the Add failed (a deadline met, the driver
+        # gone): the driver may hold the admission under the container id or as never added; both ids free it
         return [entry["containerID"], ""]
     return [entry["containerID"]]
 
@@ -148,7 +150,7 @@ class Node:
             try:
                 self._create_containers(records, timer)
             except Rejection as rej:
-                self._remove_records([r.key for r in records], timer)
+                self._remove_records([r.key for r in records], timer, why="add-unconfirmed")
                 return AdmissionResult(False, rej.reason, rej.message, node_seconds=time.perf_counter() - start,
                                        driver_seconds=timer.seconds)
             assignments = tuple(
@@ -312,7 +314,8 @@ class Node:
         with self.lock:
             self._remove_records([(pod_uid, container)], None, keep_stopped=True)
 
-    def _remove_records(self, keys: list[Key], timer: Timer | None, keep_stopped: bool = False) -> None:
+    def _remove_records(self, keys: list[Key], timer: Timer | None, keep_stopped: bool = False,
+                        why: str = "removal") -> None:
         owed = []
         changed = False
         for key in keys:
@@ -328,7 +331,7 @@ class Node:
                 self.store.remove(key)
             changed = True
             if rec.source == CCI:
-                entry = _pending(rec, "removal")
+                entry = _pending(rec, why)
                 self.pending.append(entry)
                 owed.append(entry)
         if not changed:

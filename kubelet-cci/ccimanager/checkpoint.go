@@ -57,7 +57,7 @@ type Owed struct {
 	ContainerID string `json:"containerID"`
 	PodUID      string `json:"podUID"`
 	Container   string `json:"container"`
-	Why         string `json:"why"` // admission | removal | gone-while-down (the embedded node's words)
+	Why         string `json:"why"` // admission | removal | gone-while-down | add-unconfirmed (the embedded node's words)
 }
 
 // StateData is the Data of cci_manager_state.

@@ -75,6 +75,11 @@ type Manager struct {
 	mu      sync.Mutex
 	records map[key]Record
 	pending []Owed
+	// unconfirmed holds the container id of a CCIAddContainerResource that failed (an err, a deadline, the
+	// driver gone): the Add may or may not have reached the driver, so the container's removal sends that id
+	// and the empty one (docs/spec.md S3.4). In memory only: a kubelet restart removes such a container as
+	// gone-while-down, which sends both ids as well.
+	unconfirmed map[key]string
 
 	// pinShared (alpha only) turns on shared-pool cpusets for containers without a grant (Affinity, alpha.go);
 	// it is set once, when the alpha mode wakes up (activate)
@@ -84,7 +89,8 @@ type Manager struct {
 
 // New makes a manager; Start restores its checkpoint.
 func New(cfg Config, pool Pool) *Manager {
-	m := &Manager{cfg: cfg, Registry: NewRegistry(cfg.PluginsDir, cfg.Timeout), pool: pool, records: map[key]Record{}}
+	m := &Manager{cfg: cfg, Registry: NewRegistry(cfg.PluginsDir, cfg.Timeout), pool: pool, records: map[key]Record{},
+		unconfirmed: map[key]string{}}
 	m.Registry.onRegister = func(string) {
 		m.activate() // alpha: a CCI driver is here, every container gets its cpuset (alpha.go)
 		go m.FlushOwed(context.Background())
@@ -206,8 +212,10 @@ func (m *Manager) ContainerCreated(ctx context.Context, podUID, container, conta
 	}
 	observeDriverAdd(driver.Name, time.Since(call), outcome)
 	if rej != nil {
+		m.unconfirmed[key{podUID, container}] = containerID
 		return rej
 	}
+	delete(m.unconfirmed, key{podUID, container})
 	r.ContainerID = containerID
 	m.records[key{podUID, container}] = r
 	return m.save()
@@ -253,6 +261,10 @@ func (m *Manager) removeLocked(ctx context.Context, k key) {
 	m.pool.Release(k.pod, k.container)
 	owed := Owed{Driver: r.Driver, Namespace: r.Namespace, ClaimUID: r.ClaimUID, ClaimName: r.ClaimName,
 		ContainerID: r.ContainerID, PodUID: r.PodUID, Container: r.Container, Why: "removal"}
+	if id, ok := m.unconfirmed[k]; ok {
+		owed.ContainerID, owed.Why = id, whyUnconfirmed
+		delete(m.unconfirmed, k)
+	}
 	m.pending = append(m.pending, owed)
 	_ = m.save()
 	if driver := m.Registry.Get(r.Driver); driver != nil {
@@ -260,8 +272,12 @@ func (m *Manager) removeLocked(ctx context.Context, k key) {
 	}
 }
 
-// whyGone marks the removal owed for a container the runtime lost while the kubelet was down.
-const whyGone = "gone-while-down"
+// whyGone marks the removal owed for a container the runtime lost while the kubelet was down; whyUnconfirmed
+// the removal of a container whose CCIAddContainerResource failed (Manager.unconfirmed).
+const (
+	whyGone        = "gone-while-down"
+	whyUnconfirmed = "add-unconfirmed"
+)
 
 // removeIDs are the container_id values an owed entry sends (docs/spec.md S1.7, S3.6): an admission rolled
 // back before any container existed is removed with "", a removed container with its id, and a container
@@ -271,7 +287,7 @@ func removeIDs(owed Owed) []string {
 	switch owed.Why {
 	case "admission":
 		return []string{""}
-	case whyGone:
+	case whyGone, whyUnconfirmed:
 		return []string{owed.ContainerID, ""}
 	}
 	return []string{owed.ContainerID}

@@ -177,6 +177,31 @@ func TestAddAfterCreateAndRemoveOnRemoval(t *testing.T) {
 	}
 }
 
+func TestAContainerWhoseAddFailedIsRemovedUnderBothIDs(t *testing.T) {
+	r := newRig(t, 100*time.Millisecond)
+	ctx := context.Background()
+	if _, err := r.m.Admit(ctx, request("p1", "c", `{"cores":["2"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	r.drv.mu.Lock()
+	r.drv.addDelay = time.Second // the Add meets its deadline: it may or may not have landed at the driver
+	r.drv.mu.Unlock()
+	if err := r.m.ContainerCreated(ctx, "p1", "c", "cid-1", "/kubepods/pod-p1/cid-1"); err == nil {
+		t.Fatal("an Add past its deadline must fail the container's start")
+	}
+	r.m.ContainerRemoved(ctx, "p1", "c")
+	var got []string
+	for _, rm := range r.drv.removed() {
+		got = append(got, rm.ClaimUid+"/"+rm.ContainerId)
+	}
+	if strings.Join(got, " ") != "uid-p1/cid-1 uid-p1/" {
+		t.Errorf("removes = %v, want the container id, then the empty one", got)
+	}
+	if len(r.m.Pending()) != 0 || !r.pool.Available().Equals(mustParse("1-7")) {
+		t.Errorf("pending %v, available %v", r.m.Pending(), r.pool.Available())
+	}
+}
+
 func TestCheckpointSurvivesRestartAndReleasesWhatWentAway(t *testing.T) {
 	r := newRig(t, time.Second)
 	ctx := context.Background()

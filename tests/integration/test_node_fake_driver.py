@@ -142,6 +142,18 @@ def test_a_rollback_the_driver_refused_is_delivered_before_its_next_admission(no
     assert d.of("admit")[-1].claim_uid == "cl-ok" and not node.snapshot().pending
 
 
+def test_a_pod_refused_at_its_add_is_removed_under_both_ids(node):
+    d = node.fake(take(2))
+    registered(node)
+    d.add_err = "cannot bind"  # stands for any failed Add: an err, a deadline met, the driver gone
+    r = node.create_pod(pod("x"))
+    assert (r.admitted, r.reason) == (False, "CCIAddContainerResourceError")
+    (add,) = d.of("add")
+    # the Add may or may not have landed: the driver holds the admission under the id, or as never added
+    assert [(x.claim_uid, x.container_id) for x in d.of("remove")] == [("cl-x", add.container_id), ("cl-x", "")]
+    assert not node.snapshot().pending and node.snapshot().exclusive == {}
+
+
 def test_node_killed_during_admit_rolls_back(node):
     entered, gate = threading.Event(), threading.Event()
     d = node.fake(lambda req: (entered.set(), gate.wait(30))[1])

@@ -31,7 +31,9 @@ def test_reference_driver_passes_every_requirement(topologies):
     result = certify(REFERENCE_DRIVER_DIR, topologies, extra=["--cci-stateful-examples", STATEFUL_EXAMPLES])
     not_passed = {rid: f"{status}: {result.reasons.get(rid, '')}" for rid, status in result.statuses.items()
                   if status != "pass"}
-    assert not not_passed, f"on {topologies}:\n" + "\n".join(f"{k} {v}" for k, v in sorted(not_passed.items()))
+    # with the node's and driver's last log lines: a failure seen once in CI must be diagnosable from its output
+    assert not not_passed, f"on {topologies}:\n" + "\n".join(f"{k} {v}\n{result.evidence_for(k)}"
+                                                             for k, v in sorted(not_passed.items()))
     assert result.exit_code == 0, result.output
 
 

@@ -81,3 +81,23 @@ def test_a_child_whose_parent_lives_on_is_untouched():
     assert subprocess.Popen(argv, preexec_fn=preexec).wait(timeout=30) == 7  # the command's own exit code
     assert subprocess.Popen([sys.executable, "-c", "raise SystemExit(8)"],
                             preexec_fn=procgroup.dies_with_parent()).wait(timeout=30) == 8
+
+
+def test_thread_states_read_the_field_after_the_last_parenthesis():
+    lines = "12 (drv) R 1 12 12\n13 (a) b) (c) T 1 12 12\n14 (x) t 1 12 12\n"
+    assert procgroup.thread_states(lines) == {"R", "T", "t"}
+
+
+def test_a_stopped_group_is_seen_stopped_only_once_every_thread_stopped():
+    # a child with a second thread, in a group of its own, as nodes and drivers start
+    code = "import threading, time; threading.Thread(target=time.sleep, args=(60,), daemon=True).start(); time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        wait_for(lambda: len(os.listdir(f"/proc/{proc.pid}/task")) == 2, 10, what="the child's second thread")
+        assert not procgroup.group_stopped(proc.pid)
+        os.killpg(proc.pid, signal.SIGSTOP)
+        wait_for(lambda: procgroup.group_stopped(proc.pid), 10, interval=0.005, what="the group to stop")
+        os.killpg(proc.pid, signal.SIGCONT)
+        wait_for(lambda: not procgroup.group_stopped(proc.pid), 10, interval=0.005, what="the group to run again")
+    finally:
+        procgroup.stop_group(proc)

@@ -6,6 +6,7 @@ import posixpath
 import subprocess
 from pathlib import Path
 
+from ...procgroup import thread_states
 from ...waiting import wait_for
 from . import manifests as cci_manifests
 from . import node_view
@@ -90,7 +91,14 @@ class DriverHooks:
         pid = self._driver_pid()
         if pid:
             node_exec(self.node, f"kill -STOP {pid}")
+            # kill(2) only queues the signal: wait until every thread stopped, or the next call may be answered
+            wait_for(lambda: self._stopped(pid), 10.0, interval=0.05, what=f"driver process {pid} to stop on SIGSTOP")
         self._paused = pid
+
+    def _stopped(self, pid: int) -> bool:
+        out = node_exec(self.node, f"cat /proc/{pid}/task/*/stat 2>/dev/null || true")
+        states = thread_states(out)
+        return not states or states <= {"T", "t"}  # none: it exited meanwhile, nothing left to answer
 
     def resume_driver(self) -> None:
         pid = getattr(self, "_paused", 0)
