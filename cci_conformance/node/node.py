@@ -226,7 +226,6 @@ class Node:
             wanted = claim.driver or "(the only one)"
             raise Rejection(cci.DRIVER_NOT_REGISTERED,
                             f"claim {claim.name!r} needs driver {wanted!r}; registered: {have}")
-        self._deliver_owed(conn, pod.uid, timer)
         # intent first: a node killed during CCIAdmit rolls the claim back at restart (docs/spec.md S3.5)
         intent = _entry(conn.name, pod.namespace, claim.uid, claim.name, container_id, pod.uid, container,
                         "admission")
@@ -248,17 +247,7 @@ class Node:
                       withheld=grant.withheld, shared_cpus=grant.shared, groups=grant.groups, claim_uid=claim.uid,
                       claim_name=claim.name, driver=conn.name)
 
-    def _deliver_owed(self, conn, pod_uid: str, timer: Timer) -> None:
-        """Removes still owed to a driver go before its next CCIAdmit (docs/spec.md S3.5): a rollback that failed
-        once (a deadline met under load) must not leave the driver holding CPUs the node gave back.
-
-        Stops at the first failure: a driver that does not answer costs one deadline per admission, not one
-        per owed entry. Intents of the pod being admitted are its own grants in flight, not owed."""
-        for entry in [e for e in self.pending if e["driver"] == conn.name and e["podUID"] != pod_uid]:
-            if not self._flush_one(conn, entry, timer):
-                return
-
-    def _flush_one(self, conn, entry: dict, timer: Timer) -> bool:
+    def _flush_one(self, conn, entry: dict, timer: Timer) -> None:
         """Send the CCIRemoveContainerResource calls an entry owes; drop it once the driver acknowledged."""
         for container_id in _remove_ids(entry):
             req = pb.RemoveResourceRequest(namespace=entry["namespace"], claim_uid=entry["claimUID"],
@@ -267,10 +256,9 @@ class Node:
             if err:
                 log.warning("CCIRemoveContainerResource(%s) to %s failed: %s (will retry)",
                             container_id or "<never added>", conn.name, err)
-                return False
+                return
         self.pending.remove(entry)
         self._save()
-        return True
 
     def _undo_grants(self, done: list[Record], timer: Timer) -> None:
         for rec in done:

@@ -128,20 +128,6 @@ def test_driver_gone_and_back(node):
     assert not node.snapshot().pending
 
 
-def test_a_rollback_the_driver_refused_is_delivered_before_its_next_admission(node):
-    d = node.fake(lambda req: pb.AdmitResponse(rSet=pb.ResourceSet(cpuset="0-1", exclusive=True)))
-    registered(node)
-    d.remove_err = "busy"  # the rollback of the invalid reply fails: the Remove stays owed
-    assert node.create_pod(pod("bad")).reason == "InvalidDriverReply"
-    assert [(o.why, o.pod_uid) for o in node.snapshot().pending] == [("admission", "bad")]
-    d.remove_err, d.admit = "", take(2)
-    sent = len(d.of("remove"))
-    assert node.create_pod(pod("ok")).admitted
-    owed = d.of("remove")[sent:]
-    assert [(r.claim_uid, r.container_id) for r in owed] == [("cl-bad", "")]  # before the Admit, not at a restart
-    assert d.of("admit")[-1].claim_uid == "cl-ok" and not node.snapshot().pending
-
-
 def test_a_pod_refused_at_its_add_is_removed_under_both_ids(node):
     d = node.fake(take(2))
     registered(node)
