@@ -15,7 +15,7 @@ from .codec import pod_to_json, result_from_json, snapshot_from_json
 # A restarted node re-creates its socket within a second; gRPC's default reconnect backoff (1 s, growing)
 # would leave the channel failing long after the node is back.
 FAST_RECONNECT = [("grpc.initial_reconnect_backoff_ms", 20), ("grpc.min_reconnect_backoff_ms", 20),
-                  ("grpc.max_reconnect_backoff_ms", 200)]
+                  ("grpc.max_reconnect_backoff_ms", 20)]
 
 
 class NodeClient:
