@@ -131,10 +131,19 @@ def stop_group(proc: subprocess.Popen | None, grace_s: float = 0.0) -> int | Non
     return proc.returncode
 
 
+STOPPED = frozenset("Tt")  # the /proc states of a task stopped by a signal (T) or by a tracer (t)
+
+
+def _after_comm(stat: str) -> list[str]:
+    """The fields of a ``/proc`` stat line after the command name: state, ppid, pgrp... (the name is in
+    parentheses and may itself hold spaces and parentheses, so it ends at the last one)."""
+    return stat.rpartition(")")[2].split()
+
+
 def thread_states(stat_lines: str) -> set[str]:
     """The scheduler states (``R``, ``S``, ``T``...) in the text of ``/proc/<pid>/task/*/stat`` files, one per
-    line; the state follows the command name's closing parenthesis (a name may hold spaces and parentheses)."""
-    return {line.rpartition(")")[2].split()[0] for line in stat_lines.splitlines() if ")" in line}
+    line."""
+    return {_after_comm(line)[0] for line in stat_lines.splitlines() if ")" in line}
 
 
 def group_stopped(pgid: int) -> bool:
@@ -146,7 +155,7 @@ def group_stopped(pgid: int) -> bool:
             continue
         try:
             with open(f"/proc/{pid}/stat") as f:
-                if int(f.read().rpartition(")")[2].split()[2]) != pgid:
+                if int(_after_comm(f.read())[2]) != pgid:
                     continue
             for task in os.listdir(f"/proc/{pid}/task"):
                 with open(f"/proc/{pid}/task/{task}/stat") as f:
@@ -154,4 +163,4 @@ def group_stopped(pgid: int) -> bool:
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile
     states = thread_states("\n".join(texts))
-    return bool(states) and states <= {"T", "t"}
+    return bool(states) and states <= STOPPED

@@ -6,7 +6,7 @@ import posixpath
 import subprocess
 from pathlib import Path
 
-from ...procgroup import thread_states
+from ...procgroup import STOPPED, thread_states
 from ...waiting import wait_for
 from . import manifests as cci_manifests
 from . import node_view
@@ -98,7 +98,7 @@ class DriverHooks:
     def _stopped(self, pid: int) -> bool:
         out = node_exec(self.node, f"cat /proc/{pid}/task/*/stat 2>/dev/null || true")
         states = thread_states(out)
-        return not states or states <= {"T", "t"}  # none: it exited meanwhile, nothing left to answer
+        return not states or states <= STOPPED  # none: it exited meanwhile, nothing left to answer
 
     def resume_driver(self) -> None:
         pid = getattr(self, "_paused", 0)
