@@ -92,9 +92,12 @@ class NodeSession(Protocol):
     # waiting for the shared containers' cpusets to follow the new pool (a real kubelet's reconcile loop, up to
     # its period later); the result's runtime cpusets may then be the old ones. For many-pod tests that judge
     # admissions, not cpusets (the latency fill, ROBUST-003). The embedded node is settled at once either way.
-    def create_pods(self, pods: Sequence[PodSpec], *, settle: bool = True) -> list[AdmissionResult]: ...
+    def create_pods(self, pods: Sequence[PodSpec], *, settle: bool = True,
+                    overlap: bool = False) -> list[AdmissionResult]: ...
     # create_pod for each, in order, the next once the node finished admitting the one before (a real kubelet
-    # admits one pod at a time), without waiting for each to run; each result as create_pod gives it
+    # admits one pod at a time), without waiting for each to run; each result as create_pod gives it. overlap:
+    # a node may take the next pods while earlier ones still start (kind: a few created ahead), for tests that
+    # judge calls against a deadline; a latency budget's samples need the host quiet around each admission
     def delete_pod(self, pod_uid: str) -> None: ...
     def delete_pods(self, pod_uids: Sequence[str]) -> None: ...  # each as delete_pod, in that order where the
     # node deletes one at a time; a real kubelet is asked for all at once and they are awaited together

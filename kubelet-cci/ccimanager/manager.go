@@ -85,12 +85,13 @@ type Manager struct {
 	// it is set once, when the alpha mode wakes up (activate)
 	pinShared atomic.Bool
 	wake      activation
+	calls     *callLog // the per-call record (calllog.go), nil when off
 }
 
 // New makes a manager; Start restores its checkpoint.
 func New(cfg Config, pool Pool) *Manager {
 	m := &Manager{cfg: cfg, Registry: NewRegistry(cfg.PluginsDir, cfg.Timeout), pool: pool, records: map[key]Record{},
-		unconfirmed: map[key]string{}}
+		unconfirmed: map[key]string{}, calls: openCallLog()}
 	m.Registry.onRegister = func(string) {
 		m.activate() // alpha: a CCI driver is here, every container gets its cpuset (alpha.go)
 		go m.FlushOwed(context.Background())
@@ -122,7 +123,9 @@ func (m *Manager) IsCCIContainer(podUID, container string) bool {
 func (m *Manager) Admit(ctx context.Context, req Request) (Grant, error) {
 	start := time.Now()
 	grant, err := m.admit(ctx, req)
-	observeAdmission(time.Since(start), outcomeOf(err))
+	took := time.Since(start)
+	observeAdmission(took, outcomeOf(err))
+	m.calls.record(CallAdmission, req.PodUID, req.Container, took, outcomeOf(err))
 	return grant, err
 }
 
@@ -167,7 +170,9 @@ func (m *Manager) admit(ctx context.Context, req Request) (Grant, error) {
 		}
 		grant, rej = Validate(resp, available, shape, m.cfg.Topology)
 	}
-	observeDriverAdmit(driver.Name, time.Since(call), outcomeOf(errOrNil(rej)))
+	took := time.Since(call)
+	observeDriverAdmit(driver.Name, took, outcomeOf(errOrNil(rej)))
+	m.calls.record(CallAdmit, req.PodUID, req.Container, took, outcomeOf(errOrNil(rej)))
 	if rej == nil {
 		if err := holdIfAny(m.pool, req.PodUID, req.Container, grant.Held()); err != nil {
 			rej = reject(ReasonInvalidReply, true, "the CPU manager refused the grant: %v", err)
@@ -210,7 +215,9 @@ func (m *Manager) ContainerCreated(ctx context.Context, podUID, container, conta
 	if rej != nil {
 		outcome = rej.Reason
 	}
-	observeDriverAdd(driver.Name, time.Since(call), outcome)
+	took := time.Since(call)
+	observeDriverAdd(driver.Name, took, outcome)
+	m.calls.record(CallAdd, podUID, container, took, outcome)
 	if rej != nil {
 		m.unconfirmed[key{podUID, container}] = containerID
 		return rej

@@ -84,7 +84,7 @@ class FakeSession:
         self.admissions += 1
         return AdmissionResult(admitted=True, containers=tuple(out), node_seconds=0.001, driver_seconds=0.0005)
 
-    def create_pods(self, pods, *, settle: bool = True) -> list[AdmissionResult]:
+    def create_pods(self, pods, *, settle: bool = True, overlap: bool = False) -> list[AdmissionResult]:
         return [self.create_pod(pod, settle=settle) for pod in pods]
 
     def delete_pods(self, pod_uids) -> None:

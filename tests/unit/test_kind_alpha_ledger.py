@@ -41,7 +41,7 @@ def _record(pod, exclusive="", withheld="", shared="", groups=()):
 def _alpha_read(records, recorder=""):
     none = CPUManagerState("none", frozenset(), {})  # the none policy's file: no default set, no entries
     return node_view.NodeRead(b"", b"", none, {"mode": "alpha", "containers": records, "pending": []}, recorder,
-                              parse_cpulist("0-15"), frozenset({0}), 1, 10, 0.0, "", True, (), "")
+                              parse_cpulist("0-15"), frozenset({0}), 1, 10, 0.0, True, (), "")
 
 
 def test_in_alpha_the_grants_and_the_shared_pool_come_from_the_cci_records():

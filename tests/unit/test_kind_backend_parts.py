@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -92,7 +94,7 @@ def test_a_claim_pod_goes_through_the_scheduler_with_its_parameters_as_opaque_co
 def _read(records, entries, default="0,8-15", recorder="") -> node_view.NodeRead:
     cpu = CPUManagerState("static", parse_cpulist(default), entries)
     return node_view.NodeRead(b"", b"", cpu, {"mode": "coexistence", "containers": records, "pending": []},
-                              recorder, parse_cpulist("0-15"), frozenset({0}), 1, 10, 0.0, "", True, (), "")
+                              recorder, parse_cpulist("0-15"), frozenset({0}), 1, 10, 0.0, True, (), "")
 
 
 def _record(pod, exclusive="", withheld="", shared="", groups=()):
@@ -310,7 +312,7 @@ def test_a_pod_whose_sandbox_never_starts_is_a_node_fault_and_a_stuck_container_
     session.driver, session.node, session._image = "drv", "w1", "pause:1"
     session.api = _StalledPodAPI([{"type": "PodReadyToStartContainers", "status": sandbox}])
     monkeypatch.setattr(session, "_namespace", lambda name: None)
-    monkeypatch.setattr(session, "_admission_sums", lambda: SimpleNamespace())
+    session._call_log = SimpleNamespace(seconds=lambda uid: (0.001, 0.001))
     pod = PodSpec("conformance", "p", "p-1", (ContainerSpec("c0", claim="claim"),),
                   (ClaimRef("claim", "claim-1", {"cores": ["1"]}),))
     expected = NodeFault if sandbox == "False" else WaitTimeout
@@ -465,11 +467,11 @@ def test_a_run_cluster_that_cannot_start_stops_the_run_and_is_tried_once(unstart
 
 
 class _SerialKubelet:
-    """Admits the pods created on it one at a time, each at the next checkpoint read, timing each (driver)
-    admission at its own figure; ``events`` records creations and admissions in order."""
+    """Admits the pods created on it one at a time, each at the next checkpoint read, and records each pod's calls
+    (CCIAdmit, Add, the whole admission) in its per-call record; ``events`` records creations and admissions."""
 
-    def __init__(self, seconds: dict[str, float]):
-        self.seconds, self.events, self.sums = seconds, [], [0.0, 0.0]
+    def __init__(self, seconds: dict[str, float], record: Path):
+        self.seconds, self.events, self.record = seconds, [], record
         self.created: list[str] = []
         self.admitted: list[str] = []
 
@@ -482,9 +484,14 @@ class _SerialKubelet:
     def ledger(self):
         waiting = [n for n in self.created if n not in self.admitted]
         if waiting:
-            self.admitted.append(waiting[0])
-            self.events.append(("admitted", waiting[0]))
-            self.sums = [self.sums[0] + 2 * self.seconds[waiting[0]], self.sums[1] + self.seconds[waiting[0]]]
+            pod, took = waiting[0], self.seconds[waiting[0]]
+            self.admitted.append(pod)
+            self.events.append(("admitted", pod))
+            with self.record.open("a") as f:
+                for call, seconds in (("CCIAdmit", took / 2), ("admission", took), ("CCIAddContainerResource",
+                                                                                     took / 2)):
+                    f.write(json.dumps({"call": call, "pod": pod, "container": "c0", "seconds": seconds,
+                                        "outcome": "admitted"}) + "\n")
         from types import SimpleNamespace
         return SimpleNamespace(cci={"containers": [{"podUID": n, "container": "c0", "containerID": f"id-{n}"}
                                                    for n in self.admitted]})
@@ -497,24 +504,39 @@ class _SerialKubelet:
                            "containerStatuses": [{"name": "c0", "state": state}]}}
 
 
-def test_pods_created_back_to_back_are_each_admitted_alone_and_timed_alone(monkeypatch):
-    """create_pods creates a pod only once the kubelet admitted the one before: its histogram growth is its own."""
+def test_pods_are_created_ahead_of_the_kubelet_up_to_the_limit_and_each_is_timed_by_its_own_calls(monkeypatch,
+                                                                                                    tmp_path):
+    """create_pods(overlap=True) keeps at most IN_FLIGHT pods waiting for the kubelet's admission, and each pod's
+    figures are its own calls from the kubelet's per-call record, whichever pods were admitted meanwhile; without
+    overlap each pod is created once the one before was admitted."""
     from cci_conformance.kind.cci import session as kind_session
+    from cci_conformance.kind.cci.call_log import CALL_LOG, CallLog
 
-    kubelet = _SerialKubelet({"p-0": 0.002, "p-1": 0.005, "p-2": 0.003})
+    record = tmp_path / CALL_LOG.lstrip("/")
+    record.parent.mkdir(parents=True)
+    kubelet = _SerialKubelet({**{f"p-{i}": 0.002 * (i + 1) for i in range(5)},
+                              **{f"q-{i}": 0.001 for i in range(3)}}, record)
     session = kind_session.KindSession.__new__(kind_session.KindSession)
     session.driver, session.node, session._image = "drv", "w1", "pause:1"
-    session._pods, session._alias = {}, {}
+    session._pods, session._alias, session._call_log = {}, {}, CallLog(tmp_path)
     session.api = kubelet
+    monkeypatch.setattr(kind_session, "IN_FLIGHT", 2)
     monkeypatch.setattr(session, "_namespace", lambda name: None)
     monkeypatch.setattr(session, "_ledger", kubelet.ledger)
-    monkeypatch.setattr(session, "_admission_sums", lambda: tuple(kubelet.sums))
     monkeypatch.setattr(kind_session, "assignments", lambda status, read: ())
     pods = [PodSpec("conformance", f"p-{i}", f"p-{i}", (ContainerSpec("c0", claim="claim"),),
-                    (ClaimRef("claim", f"claim-{i}", {"cores": ["1"]}),)) for i in range(3)]
-    results = session.create_pods(pods, settle=False)
-    assert kubelet.events == [("create", "p-0"), ("admitted", "p-0"), ("create", "p-1"), ("admitted", "p-1"),
-                              ("create", "p-2"), ("admitted", "p-2")]
-    assert [r.admitted for r in results] == [True] * 3
-    assert [round(r.driver_seconds, 6) for r in results] == [0.002, 0.005, 0.003]
-    assert [round(r.node_seconds, 6) for r in results] == [0.004, 0.010, 0.006]
+                    (ClaimRef("claim", f"claim-{i}", {"cores": ["1"]}),)) for i in range(5)]
+    results = session.create_pods(pods, settle=False, overlap=True)
+    waiting = 0
+    for event, _ in kubelet.events:  # never more than two created and not yet admitted
+        waiting += 1 if event == "create" else -1
+        assert waiting <= 2, kubelet.events
+    assert kubelet.events[:3] == [("create", "p-0"), ("create", "p-1"), ("admitted", "p-0")]
+    assert [r.admitted for r in results] == [True] * 5
+    assert [round(r.driver_seconds, 6) for r in results] == [0.002, 0.004, 0.006, 0.008, 0.010]
+    assert [round(r.node_seconds, 6) for r in results] == [0.003, 0.006, 0.009, 0.012, 0.015]
+    kubelet.events.clear()
+    session.create_pods([PodSpec("conformance", f"q-{i}", f"q-{i}", (ContainerSpec("c0", claim="claim"),),
+                                 (ClaimRef("claim", f"qc-{i}", {"cores": ["1"]}),)) for i in range(3)], settle=False)
+    assert kubelet.events == [("create", "q-0"), ("admitted", "q-0"), ("create", "q-1"), ("admitted", "q-1"),
+                              ("create", "q-2"), ("admitted", "q-2")]

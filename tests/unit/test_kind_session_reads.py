@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from cci_conformance.kind.cci import node_view
+from cci_conformance.kind.cci import call_log, node_view
 from cci_conformance.kind.cci import session as kind_session
 from cci_conformance.node import watcher
-
-
-def _metrics(admission: float, admit: float, add: float) -> str:
-    # the kubelet's /metrics text: several series per histogram (one per driver and outcome)
-    return (f'kubelet_cci_admission_duration_seconds_sum{{outcome="admitted"}} {admission}\n'
-            'kubelet_cci_admission_duration_seconds_sum{outcome="CCIAdmitError"} 1.5\n'
-            f'kubelet_cci_admit_duration_seconds_sum{{driver="d",outcome="admitted"}} {admit}\n'
-            'kubelet_cci_admit_duration_seconds_sum{driver="d",outcome="CCIAdmitError"} 0.5\n'
-            f'kubelet_cci_add_container_duration_seconds_sum{{driver="d",outcome="added"}} {add}\n'
-            'kubelet_cci_add_container_duration_seconds_count{driver="d",outcome="added"} 9\n')
 
 
 def _session(**attrs):
@@ -30,15 +21,38 @@ def _session(**attrs):
     return session
 
 
-def test_the_drivers_time_on_kind_is_admit_plus_add_as_on_the_embedded_node():
-    """Issue 26: CCIAdmit alone let a driver whose Add is slow pass the latency budgets on kind."""
-    pages = iter([_metrics(2.0, 1.0, 3.0), _metrics(2.004, 1.003, 3.030)])
-    session = _session(node="w1", api=SimpleNamespace(node_proxy=lambda node, path: next(pages)))
-    before = session._admission_sums()
-    node_s, driver_s = session._admission_seconds(before)
+def _entry(call: str, pod: str, seconds: float, container: str = "c0") -> str:
+    return json.dumps({"call": call, "pod": pod, "container": container, "seconds": seconds, "outcome": "x",
+                       "at": 1.0}) + "\n"
+
+
+def test_the_drivers_time_on_kind_is_admit_plus_add_as_on_the_embedded_node(tmp_path):
+    """Issue 26: CCIAdmit alone let a driver whose Add is slow pass the latency budgets on kind. Each pod's time is
+    its own calls in the kubelet's per-call record, even where another pod's calls came between them."""
+    record = tmp_path / call_log.CALL_LOG.lstrip("/")
+    record.parent.mkdir(parents=True)
+    record.write_text(_entry("CCIAdmit", "p1", 0.003) + _entry("admission", "p1", 0.004) +
+                      _entry("CCIAdmit", "p2", 0.5) + _entry("admission", "p2", 0.6) +
+                      _entry("CCIAddContainerResource", "p1", 0.030))
+    log = call_log.CallLog(tmp_path)
+    node_s, driver_s = log.seconds("p1")
     assert driver_s == pytest.approx(0.003 + 0.030)  # CCIAdmit 3 ms + Add 30 ms
     assert node_s == pytest.approx(0.004 + 0.030)  # the whole admission + Add
-    assert driver_s <= node_s
+    assert log.seconds("p2") == (pytest.approx(0.6), pytest.approx(0.5))  # refused at admission: no Add
+    with record.open("a") as f:  # read on from where it stopped; a half-written line waits for its end
+        f.write(_entry("CCIAddContainerResource", "p2", 0.25) + '{"call": "CCIAdmit", "pod": "p3"')
+    assert log.seconds("p2") == (pytest.approx(0.85), pytest.approx(0.75))
+    assert log.seconds("p3")[1] == 0.0
+    node_s, driver_s = log.seconds("never-admitted")
+    assert node_s != node_s and driver_s == 0.0  # NaN: no figure passes a budget
+
+
+def test_a_call_record_line_that_is_not_an_entry_names_the_file(tmp_path):
+    record = tmp_path / call_log.CALL_LOG.lstrip("/")
+    record.parent.mkdir(parents=True)
+    record.write_text("not json\n")
+    with pytest.raises(call_log.CallLogError, match="cci-calls.jsonl"):
+        call_log.CallLog(tmp_path).seconds("p1")
 
 
 JOURNAL = ('90.0 w kubelet[6]: I1202 registry.go:99] "CCI driver registered" driver="drv" '
@@ -60,7 +74,7 @@ def test_the_endpoint_is_the_one_the_kubelet_accepted_not_the_deployment_plans(m
     read = SimpleNamespace(registry=JOURNAL, kubelet_since=95.0)
     session = _session(node="w1", driver="drv", plan=SimpleNamespace(plugin_dir="/var/lib/kubelet/plugins/drv"))
     monkeypatch.setattr(session, "_read", lambda: read)
-    monkeypatch.setattr(session, "_node_pid", lambda: "4242")
+    session._root = Path("/proc/4242/root")
     assert session.cci_endpoint() == Path("/proc/4242/root/var/lib/kubelet/plugins/drv/driver.sock")
     read.kubelet_since = 103.0  # a kubelet started since: no registration of this process yet
     with pytest.raises(LookupError, match="accepted no registration of drv"):

@@ -69,7 +69,7 @@ class ScriptedNode:
         return AdmissionResult(True, containers=(ContainerAssignment(uid, "c0", "id", cpus, g.exclusive, "cci"),),
                                **timing)
 
-    def create_pods(self, pods, *, settle: bool = True) -> list[AdmissionResult]:
+    def create_pods(self, pods, *, settle: bool = True, overlap: bool = False) -> list[AdmissionResult]:
         return [self.create_pod(pod, settle=settle) for pod in pods]
 
     def delete_pod(self, uid: str) -> None:

@@ -116,11 +116,17 @@ class DriverHooks:
         if endpoint is None:
             raise LookupError(f"the kubelet of {self.node} accepted no registration of {self.driver} since it "
                               f"started: no endpoint was advertised to it")
-        return Path(f"/proc/{self._node_pid()}/root{posixpath.normpath(endpoint)}")
+        return Path(f"{self._node_root()}{posixpath.normpath(endpoint)}")
 
-    def _node_pid(self) -> str:
-        return subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", self.node], capture_output=True,
-                              text=True, check=True, timeout=30).stdout.strip()
+    def _node_root(self) -> Path:
+        """The node container's root as the host sees it (``/proc/<pid>/root``); its pid is asked of docker once per
+        session (a kind node is never restarted within a run)."""
+        root = getattr(self, "_root", None)
+        if root is None:
+            pid = subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", self.node], capture_output=True,
+                                 text=True, check=True, timeout=30).stdout.strip()
+            root = self._root = Path(f"/proc/{pid}/root")
+        return root
 
     def _select_worker(self, on: bool) -> None:
         value = self.node if on else "cci-conformance-driver-stopped"
@@ -129,5 +135,5 @@ class DriverHooks:
 
     def _wait_registered(self, above: int) -> None:
         wait_for(lambda: self._registrations() > above and self.driver in self.snapshot().drivers,
-                 self.manifest.startup_timeout_s + 60, interval=0.5,
+                 self.manifest.startup_timeout_s + 60, interval=0.2,
                  what=f"the kubelet to register {self.driver} again (a new pod starts first)")

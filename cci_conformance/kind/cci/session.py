@@ -18,9 +18,9 @@ from ...node.persisted import VOLATILE
 from ...waiting import WaitTimeout, wait_for
 from ..cluster import pods
 from ..cluster.kube_api import KubeAPIError
-from . import deploy as cci_deploy
 from . import manifests as cci_manifests
 from . import node_view
+from .call_log import CallLog
 from .driver_hooks import DriverHooks
 from .kubelet_restarts import KubeletRestarts
 from .ledger import assignments, containers_of, effective, exclusive_map
@@ -37,6 +37,9 @@ RELEASE_TIMEOUT_S = 120  # the kubelet's release after a deletion: container sto
 CONVERGE_TIMEOUT_S = 15
 # The waits on the ledger alone read files (node_view.read_ledger, well under a millisecond): they can look often.
 LEDGER_POLL_S = 0.1
+# Pods create_pods(overlap=True) creates ahead of the kubelet's admission (one at a time left the kubelet idle while
+# a pod's sandbox started); the kubelet admits them one at a time whatever this is.
+IN_FLIGHT = 4
 TIMEOUT_DROPIN = "/etc/systemd/system/kubelet.service.d/20-cci-rpc-timeout.conf"
 
 
@@ -68,7 +71,7 @@ class KindSession(KubeletRestarts, DriverHooks):
         self._driver_stopped = False  # stop_driver() took the DaemonSet off the worker
         self._paused = 0  # the driver pid pause_driver() stopped
         self._restore_timeout: float | None = None  # the kubelet's RPC deadline before this session changed it
-        self._root: Path | None = None  # the node container's root as the host sees it (_ledger)
+        self._call_log: CallLog | None = None  # the kubelet's per-call record, read on (_calls)
         if self.worker.sessions:
             # Before the node is made clean: a driver the last session damaged (one that hangs once it is full)
             # never answers the Removes the kubelet owes for that session's pods, and the node never came clean
@@ -97,16 +100,14 @@ class KindSession(KubeletRestarts, DriverHooks):
 
     # ---- the node ----
     def _read(self) -> NodeRead:
-        return read_node(self.node, f"{cci_manifests.NAMESPACE}_{self._ds_name()}-*", self.plan.registration_socket)
+        return read_node(self.node, self._node_root(), self.plan.registration_socket)
 
     def _ledger(self) -> Ledger:
         """The checkpoints and the recorder log alone, for the waits that poll them: plain file reads through the
         node container's root (node_view.read_ledger), or the full read where that root is not readable (a
         harness without root)."""
-        if self._root is None:
-            self._root = Path(f"/proc/{self._node_pid()}/root")
         try:
-            return read_ledger(self._root)
+            return read_ledger(self._node_root())
         except PermissionError:
             return self._read()
 
@@ -167,24 +168,27 @@ class KindSession(KubeletRestarts, DriverHooks):
 
     # ---- acting ----
     def create_pod(self, pod: PodSpec, *, settle: bool = True) -> AdmissionResult:
-        sums_before = self._admission_sums() if pod.claims else None
-        name = self._submit(pod)
-        status = self._settled(pod, name)
-        return self._result(pod, name, status, self._admission_seconds(sums_before), settle)
+        return self.create_pods([pod], settle=settle)[0]
 
-    def create_pods(self, pods: Sequence[PodSpec], *, settle: bool = True) -> list[AdmissionResult]:
-        """create_pod for many pods, the next created as soon as the kubelet finished admitting the one before
-        (its CCIAdmit and every CCIAddContainerResource returned: the checkpoint's records carry the container
-        ids), or refused it; the runtime then starts them side by side. Each pod's figures are the histograms'
-        growth over its own admission, with no other in flight, as create_pod measures them."""
-        admitted = []
+    def create_pods(self, pods: Sequence[PodSpec], *, settle: bool = True,
+                    overlap: bool = False) -> list[AdmissionResult]:
+        """create_pod for many pods, the next created once the kubelet admitted the one before (CCIAdmit and every
+        CCIAddContainerResource returned: the checkpoint's records carry the container ids) or refused it, while
+        the runtime starts the earlier ones. With ``overlap`` up to IN_FLIGHT pods are created ahead: the kubelet
+        still admits one at a time (its sync loop; the CCI manager holds one lock over each call), but beside
+        several sandboxes starting, which slows a driver's answers on a small host (a laptop machine's loaded
+        median went from 5 to 27 ms): fit for a deadline, not for latency samples. Each pod's figures are its own
+        calls in the kubelet's per-call record (call_log.py)."""
+        ahead = IN_FLIGHT if overlap else 1
+        submitted, waiting = [], []
         for pod in pods:
-            sums_before = self._admission_sums() if pod.claims else None
+            while len(waiting) >= ahead:
+                self._wait_admitted(*waiting.pop(0))
             name = self._submit(pod)
+            submitted.append((pod, name))
             if pod.claims:
-                self._wait_admitted(pod, name)
-            admitted.append((pod, name, self._admission_seconds(sums_before)))
-        return [self._result(pod, name, self._settled(pod, name), seconds, settle) for pod, name, seconds in admitted]
+                waiting.append((pod, name))
+        return [self._result(pod, name, self._settled(pod, name), settle) for pod, name in submitted]
 
     def _submit(self, pod: PodSpec) -> str:
         """Create the pod's claims and the pod; its object name."""
@@ -226,12 +230,13 @@ class KindSession(KubeletRestarts, DriverHooks):
             self._raise_if_runtime_stalled(pod.namespace, name)
             raise
 
-    def _result(self, pod: PodSpec, name: str, status: dict, seconds: tuple[float, float],
-                settle: bool) -> AdmissionResult:
+    def _result(self, pod: PodSpec, name: str, status: dict, settle: bool) -> AdmissionResult:
         real = status["metadata"]["uid"]
         self._pods[pod.uid] = (pod.namespace, name, real)
         self._alias[real] = pod.uid
-        node_s, driver_s = seconds
+        # A pod without claims has no CCI admission: no driver time, and the node's own time is not measured (NaN,
+        # which fails any budget rather than passing it).
+        node_s, driver_s = self._calls().seconds(real) if pod.claims else (float("nan"), 0.0)
         if status["status"].get("phase") == "Failed":
             # A refusal holds nothing on the node (the embedded node keeps no refused pod either): remove the object.
             reason = status["status"].get("reason", "") or "Failed"
@@ -264,29 +269,15 @@ class KindSession(KubeletRestarts, DriverHooks):
             last[:] = [read]
             return all(c.runtime_cpus == c.store_cpus for c in containers_of(self._ours(), read))
         try:
-            wait_for(settled, CONVERGE_TIMEOUT_S, interval=0.3, what="the kubelet's reconcile loop to converge")
+            wait_for(settled, CONVERGE_TIMEOUT_S, interval=0.1, what="the kubelet's reconcile loop to converge")
         except TimeoutError:
             pass
         return last[0]
 
-    def _admission_sums(self) -> tuple[float, float]:
-        """(node, driver) sums of the kubelet's CCI histograms (kubelet-cci metrics.go). The driver's part is
-        CCIAdmit and CCIAddContainerResource, as the embedded node's timer counts it (one pod start: Admit in
-        the admit handler, Add in PreStartContainer, both done when the pod runs); the node's part is the whole
-        CCI admission plus the Add."""
-        text = self.api.node_proxy(self.node, "metrics")
-        admission, admit, add = (sum(cci_deploy.metric_samples(text, f"kubelet_cci_{name}_duration_seconds_sum")
-                                     .values()) for name in ("admission", "admit", "add_container"))
-        return admission + add, admit + add
-
-    def _admission_seconds(self, before: tuple[float, float] | None) -> tuple[float, float]:
-        """(node, driver) seconds of the one admission since ``before`` (this session admits one pod at a time).
-        A pod without claims has no CCI admission: no driver time, and the node's own time is not measured (NaN,
-        which fails any budget rather than passing it)."""
-        if before is None:
-            return float("nan"), 0.0
-        after = self._admission_sums()
-        return after[0] - before[0], after[1] - before[1]
+    def _calls(self) -> CallLog:
+        if self._call_log is None:
+            self._call_log = CallLog(self._node_root())
+        return self._call_log
 
     def delete_pod(self, pod_uid: str) -> None:
         """Delete the pod and its claims; return once the kubelet released what it held (both checkpoints).
@@ -371,7 +362,7 @@ class KindSession(KubeletRestarts, DriverHooks):
         from ...protocol.protos import podresources_v1_pb2_grpc as pr_grpc
 
         # The node container's kubelet socket, reached through its root (the harness runs as root beside docker).
-        sock = f"/proc/{self._node_pid()}/root/var/lib/kubelet/pod-resources/kubelet.sock"
+        sock = f"{self._node_root()}/var/lib/kubelet/pod-resources/kubelet.sock"
         with grpc.insecure_channel(f"unix:{sock}") as channel:
             stub = pr_grpc.PodResourcesListerStub(channel)
             if method == "allocatable":
@@ -387,12 +378,12 @@ class KindSession(KubeletRestarts, DriverHooks):
                 for p in reply.pod_resources for c in p.containers if c.cpu_ids}
 
     def state_files(self) -> dict[str, bytes]:
-        read = self._read()
+        read = self._ledger()
         return {CPU_STATE_FILE: read.cpu_raw, CCI_STATE_FILE: read.cci_raw}
 
     def persisted_state(self) -> PersistedState:
         """The kubelet's two checkpoints; the CCI one is whole files (no journal), its content without VOLATILE."""
-        read = self._read()
+        read = self._ledger()
         content = {k: v for k, v in read.cci.items() if k not in VOLATILE}
         return PersistedState(cpu_manager_state=read.cpu_raw, cci_content=canonical(content),
                               pending=read.owed())
@@ -402,7 +393,9 @@ class KindSession(KubeletRestarts, DriverHooks):
         dest.mkdir(parents=True, exist_ok=True)
         read = self._read()
         texts = {"kubelet.log": node_exec(self.node, "journalctl -u kubelet --no-pager -n 3000"),
-                 "driver.log": read.driver_log, CPU_STATE_FILE: read.cpu_raw.decode(),
+                 "driver.log": node_exec(self.node, f"cat /var/log/pods/{cci_manifests.NAMESPACE}_{self._ds_name()}-*/"
+                                                    "driver/*.log 2>/dev/null || true"),
+                 CPU_STATE_FILE: read.cpu_raw.decode(),
                  CCI_STATE_FILE: read.cci_raw.decode(), "recorded-cpusets.jsonl": read.recorder,
                  "pods.json": json.dumps(self._ours(), indent=1), "pod-uids.json": json.dumps(self._pods, indent=1)}
         written = []

@@ -15,6 +15,7 @@ from ...waiting import wait_for
 from ..runner import CommandFailed, run, say
 from . import hostguard
 from .config import ClusterPlan, write_kind_config
+from .node_shell import close_shells
 
 CREATE_TIMEOUT_S = 600
 WORKDIR_PREFIX = "cci-kind-"
@@ -88,6 +89,7 @@ class KindCluster:
 
     def delete(self) -> None:
         """Delete nodes, network and scratch files; safe to call twice and after a failed create."""
+        close_shells(self.plan.name + "-")  # this process's shells in its nodes (node_shell.py)
         try:
             if self.created:
                 run([self.kind, "delete", "cluster", "--name", self.plan.name, "--kubeconfig", self.kubeconfig],
