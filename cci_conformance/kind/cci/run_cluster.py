@@ -29,10 +29,9 @@ from .manifests import CCIDriverDeployment
 # Cluster names: <prefix>-<pid>; CCI_KIND_PREFIX lets runs side by side on one host keep apart.
 DEFAULT_PREFIX = "cci-run"
 # The kubelet's CPU-manager reconcile loop runs every 10 s by default; the backend waits for it to converge after
-# every change (session.py), so a shorter period makes runs faster without changing what is checked. The loop asks
-# the runtime only for cpusets that changed since its last pass, so 5 passes a second cost the kubelet little;
-# at 1 s a pod's start and its deletion each waited half a period on average.
-RECONCILE_PERIOD = "200ms"
+# every change (session.py), so a shorter period makes runs faster without changing what is checked. 200 ms was
+# tried (2026-12-07): the two-machine run on 2 cores took as long (27.4 min), its time is the kubelets' pod starts.
+RECONCILE_PERIOD = "1s"
 # The kubelet's maxPods is 110, so 128 admission slots (the most one ResourceSlice holds) never run out first.
 SLOTS = 128
 
