@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import shutil
 import signal
@@ -69,9 +68,6 @@ class NodeProcessError(RuntimeError):
 def _finalize(procs: list[subprocess.Popen], workdir: Path, owned: bool) -> None:
     for proc in procs:
         stop_group(proc)
-        if proc.stdin is not None:  # a standby's pipe (EmbeddedSession._spawn_node)
-            with contextlib.suppress(OSError):
-                proc.stdin.close()
     if owned:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -93,7 +89,6 @@ class EmbeddedSession:
         self.logs = self.workdir / "logs"
         self.env = dict(config.env)
         self._node: subprocess.Popen | None = None
-        self._standby: subprocess.Popen | None = None  # the next node process, imported and waiting (_start_node)
         self._procs: list[subprocess.Popen] = []
         self._finalizer = weakref.finalize(self, _finalize, self._procs, self.workdir, self._owned)
         self.manifest = load_manifest(config.driver_manifest) if config.driver_manifest else None
@@ -127,38 +122,18 @@ class EmbeddedSession:
             raise
 
     # ---- processes ----
-    def _spawn_node(self, standby: bool) -> subprocess.Popen:
+    def _start_node(self, generation_above: int = -1) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
         env.update(self.env)
         # a SIGKILLed harness runs no cleanup: the kernel kills its node then (procgroup.with_parent_death)
         argv, preexec = with_parent_death([sys.executable, "-m", "cci_conformance.node", "--config",
-                                           str(self.node_config), *(["--standby"] if standby else [])])
+                                           str(self.node_config)])
         with open(self.logs / "node.log", "ab") as log:
-            proc = subprocess.Popen(argv, cwd=PROJECT_ROOT, stdin=subprocess.PIPE if standby else subprocess.DEVNULL,
-                                    stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                    preexec_fn=preexec)
-        self._procs.append(proc)
-        return proc
-
-    def _start_node(self, generation_above: int = -1) -> None:
-        """A new node process: the standby a restart left (its imports done: 225 ms to about 90 ms a restart, and
-        ACCT-010 restarts the node some 90 times a run), else one started now. Either reads its config, state and
-        machine only from here on."""
-        node, self._standby = self._standby, None
-        if node is not None:
-            try:
-                if not running(node):
-                    raise OSError("the standby exited")
-                node.stdin.write(b"go\n")
-                node.stdin.close()
-            except OSError:  # it died meanwhile: forget it and start one
-                stop_group(node)
-                with contextlib.suppress(OSError):
-                    node.stdin.close()
-                self._procs.remove(node)
-                node = None
-        self._node = node or self._spawn_node(standby=False)
+            self._node = subprocess.Popen(argv, cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL, stdout=log,
+                                          stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                          preexec_fn=preexec)
+        self._procs.append(self._node)
         try:
             self.wait_node_ready(generation_above)
         except BaseException:
@@ -208,12 +183,9 @@ class EmbeddedSession:
         return self._stop_node(hard)
 
     def start_node(self) -> None:
-        """Start the node again from the files it left; waits until it answers (and the driver re-registered). A
-        node started again is likely to be again (ACCT-010, the restart suites): a standby is made for the next."""
+        """Start the node again from the files it left; waits until it answers (and the driver re-registered)."""
         self._start_node()
         self._wait_driver_registered()
-        if self._standby is None:
-            self._standby = self._spawn_node(standby=True)
 
     def restart_node(self, hard: bool = True) -> None:
         self._stop_node(hard)
@@ -278,8 +250,7 @@ class EmbeddedSession:
     def create_pod(self, pod: PodSpec, *, settle: bool = True) -> AdmissionResult:  # noqa: ARG002 - settled
         return self.client.create_pod(pod)
 
-    def create_pods(self, pods: Sequence[PodSpec], *, settle: bool = True,  # noqa: ARG002
-                    overlap: bool = False) -> list[AdmissionResult]:  # noqa: ARG002
+    def create_pods(self, pods: Sequence[PodSpec], *, settle: bool = True) -> list[AdmissionResult]:  # noqa: ARG002
         return [self.client.create_pod(pod) for pod in pods]  # the node admits and runs a pod in one call
 
     def delete_pod(self, pod_uid: str) -> None:

@@ -49,13 +49,7 @@ def _fatal(exc: BaseException) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cci_conformance.node", description=__doc__)
     parser.add_argument("--config", required=True, help="node config: a node profile plus the paths")
-    parser.add_argument("--standby", action="store_true",
-                        help="import, then wait for a line on stdin before reading anything (EOF: exit)")
     args = parser.parse_args(argv)
-    # A restarted node is a new process that reads everything afresh; only its imports (about two thirds of a
-    # start) are done ahead, by a standby process the harness started earlier (backends/embedded.py).
-    if args.standby and not sys.stdin.readline():
-        return 0
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

@@ -127,23 +127,6 @@ def test_restarts_keep_everything(session):
     assert session.create_pod(claim_pod("all", claim(free - free % 2))).admitted  # the driver freed c1's CPUs
 
 
-def test_a_restarted_node_is_the_standby_process_that_read_its_state_only_at_the_restart(session):
-    """The standby a restart leaves (imports done) becomes the next node only when the node starts again, and
-    reads the state the node left then: a grant made after the standby was started is there after the restart."""
-    session.restart_node(hard=True)
-    standby = session._standby
-    assert standby is not None and standby.poll() is None
-    assert session.create_pod(claim_pod("late", claim(2))).admitted  # after the standby started, before the restart
-    held = session.snapshot().exclusive["late/c"]
-    session.restart_node(hard=True)
-    assert session.node_pid == standby.pid
-    assert session.snapshot().exclusive["late/c"] == held
-    assert all_checks(session) == []
-    waiting = session._standby
-    session.close()
-    assert waiting.poll() is not None and standby.poll() is not None  # nothing left behind
-
-
 def test_evidence_and_close(tmp_path):
     workdir = Path(tempfile.mkdtemp(prefix="cci-", dir="/tmp"))
     profile = yaml.safe_load((PROFILES_DIR / "node" / "alpha.yaml").read_text())
