@@ -34,6 +34,17 @@ def load() -> str:
     return f"load average {one:.1f} (5 min {five:.1f}) on {len(os.sched_getaffinity(0))} usable CPUs"
 
 
+def host_speed() -> str:
+    """One single-core figure to compare hosts by: a fixed pure-Python loop (the harness's tests are mostly Python
+    processes). Printed since 2026-12-07, when a new host ran it in 2.96 s and the test command in 1042 s, against
+    684-781 s on the host of the day before, whose loop figure was not recorded."""
+    start = time.perf_counter()
+    total = 0
+    for i in range(20_000_000):
+        total += i
+    return f"20M-addition Python loop {time.perf_counter() - start:.2f} s"
+
+
 def timed(argv: list[str]) -> tuple[subprocess.CompletedProcess, float]:
     start = time.perf_counter()
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
@@ -79,7 +90,7 @@ def main() -> int:
     # with it set, the run and the test session give their processes a bytecode cache of their own
     # (cci_conformance/bytecode.py); without it Python caches beside the sources as usual
     bytecode = "set" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "not set"
-    print(f"start: {load()}; PYTHONDONTWRITEBYTECODE {bytecode}", flush=True)
+    print(f"start: {load()}; {host_speed()}; PYTHONDONTWRITEBYTECODE {bytecode}", flush=True)
     certification("cci-conformance run (default, embedded)", "run", [])
     if args.kind:
         certification("cci-conformance run --backend kind (two machines, -n 2)", "kind",
