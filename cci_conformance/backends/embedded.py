@@ -250,7 +250,8 @@ class EmbeddedSession:
     def create_pod(self, pod: PodSpec, *, settle: bool = True) -> AdmissionResult:  # noqa: ARG002 - settled
         return self.client.create_pod(pod)
 
-    def create_pods(self, pods: Sequence[PodSpec], *, settle: bool = True) -> list[AdmissionResult]:  # noqa: ARG002
+    def create_pods(self, pods: Sequence[PodSpec], *, settle: bool = True,  # noqa: ARG002
+                    overlap: bool = False) -> list[AdmissionResult]:  # noqa: ARG002
         return [self.client.create_pod(pod) for pod in pods]  # the node admits and runs a pod in one call
 
     def delete_pod(self, pod_uid: str) -> None:
