@@ -134,6 +134,7 @@ class DriverHooks:
         self.api.patch_daemonset(cci_manifests.NAMESPACE, self._ds_name(), patch)
 
     def _wait_registered(self, above: int) -> None:
-        wait_for(lambda: self._registrations() > above and self.driver in self.snapshot().drivers,
+        # one snapshot per look: its registrations are _registrations()'s count, read once with the drivers
+        wait_for(lambda: (snap := self.snapshot()).registrations > above and self.driver in snap.drivers,
                  self.manifest.startup_timeout_s + 60, interval=0.2,
                  what=f"the kubelet to register {self.driver} again (a new pod starts first)")

@@ -197,11 +197,14 @@ def _ledger_by_shell(node: str, registration_socket: str) -> tuple[Ledger, str, 
     if len(out) != len(parts):
         raise NodeReadError(f"reading {node}: {len(out)} sections instead of {len(parts)}")
     cpu_raw, cci_raw, recorder, online, flags, socket = out
-    paths = {"cpu": f"{KUBELET_ROOT}/{CPU_STATE_FILE}", "cci": f"{KUBELET_ROOT}/{CCI_STATE_FILE}"}
-    ledger = Ledger(cpu_raw=cpu_raw.encode(), cci_raw=cci_raw.encode(), cpu=loads(cpu_raw.encode(), path=paths["cpu"]),
-                    cci=checkpoint.decode(cci_raw.encode(), paths["cci"]), recorder=recorder,
-                    online=parse_cpulist(online.strip()))
-    return ledger, flags, socket.strip() == "yes"
+    return _ledger(cpu_raw.encode(), cci_raw.encode(), recorder, online), flags, socket.strip() == "yes"
+
+
+def _ledger(cpu_raw: bytes, cci_raw: bytes, recorder: str, online: str) -> Ledger:
+    """The ledger decoded (both checkpoints checksum-verified), however its files were read."""
+    return Ledger(cpu_raw=cpu_raw, cci_raw=cci_raw, cpu=loads(cpu_raw, path=f"{KUBELET_ROOT}/{CPU_STATE_FILE}"),
+                  cci=checkpoint.decode(cci_raw, f"{KUBELET_ROOT}/{CCI_STATE_FILE}"), recorder=recorder,
+                  online=parse_cpulist(online.strip()))
 
 
 def read_ledger(root: Path) -> Ledger:
@@ -221,9 +224,7 @@ def read_ledger(root: Path) -> Ledger:
         recorder = (root / RECORDER_LOG.lstrip("/")).read_text()
     except FileNotFoundError:
         recorder = ""  # nothing recorded yet: `cat ... || true` in read_node
-    return Ledger(cpu_raw=raw["cpu"], cci_raw=raw["cci"], cpu=loads(raw["cpu"], path=paths["cpu"]),
-                  cci=checkpoint.decode(raw["cci"], paths["cci"]), recorder=recorder,
-                  online=parse_cpulist(raw["online"].decode().strip()))
+    return _ledger(raw["cpu"], raw["cci"], recorder, raw["online"].decode())
 
 
 def recorded_cpusets(text: str) -> dict[str, CPUs]:
@@ -239,12 +240,8 @@ def recorded_cpusets(text: str) -> dict[str, CPUs]:
 def _registry_lines(registry: str, since: float):
     """(line, klog key/value pairs) of the journal lines of CCI registrations logged at or after ``since``."""
     for line in registry.splitlines():
-        stamp, _, rest = line.partition(" ")
-        try:
-            when = float(stamp)
-        except ValueError:
-            continue
-        if when >= since:
+        if _stamp(line) >= since:  # a line without a stamp is -1: never
+            rest = line.partition(" ")[2]
             yield rest, {k: v.encode().decode("unicode_escape") for k, v in _KLOG_PAIR.findall(rest)}
 
 
