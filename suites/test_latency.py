@@ -96,12 +96,22 @@ def measure(session, topology, budgets, capabilities, store: MeasurementStore) -
     """Empty-node cycles, a fill to the profile's fraction with mixed claims, then cycles on the filled node;
     never beside another process's measurement (certify/measuring.py). A machine another worker of the run
     measured meanwhile (under the same lock) is read from the run's store instead of measured again."""
+    return _measure_once(topology, lambda: session, lambda _session: None, budgets, capabilities, store)
+
+
+def _measure_once(machine, open_session, close_session, budgets, capabilities, store) -> Measurement:
+    """measure() on a node opened only when the run's store, read under the lock, lacks ``machine``: a worker
+    whose growth machine another worker measured meanwhile opens no node for it (on kind about 10 s)."""
     with measuring_alone():
-        found = store.load(topology.name)
+        found = store.load(machine.name)
         if found is not None:
             return Measurement(**found)
-        m = _measure(session, topology, budgets, capabilities)
-        store.save(topology.name, asdict(m))
+        session = open_session()
+        try:
+            m = _measure(session, machine, budgets, capabilities)
+        finally:
+            close_session(session)
+        store.save(machine.name, asdict(m))
         return m
 
 
@@ -168,11 +178,7 @@ def _measured(machine, open_session, close_session, budgets, capabilities, store
         if found is not None:
             _CACHE[machine.name] = Measurement(**found)
             return _CACHE[machine.name]
-        session = open_session()
-        try:
-            _CACHE[machine.name] = measure(session, machine, budgets, capabilities, store)
-        finally:
-            close_session(session)
+        _CACHE[machine.name] = _measure_once(machine, open_session, close_session, budgets, capabilities, store)
     return _CACHE[machine.name]
 
 

@@ -116,7 +116,8 @@ GROWTH_PROBE_RATIO = 4  # else the smallest library machine with at least this m
 def growth_machines(topology, run_topologies=()) -> tuple:
     """``(base, probe)`` Topologies for LAT-004 on ``topology``: the base is the smallest machine (fewest CPUs,
     then name) of the library and the run; the probe is ``topology`` itself when it has at least
-    GROWTH_DIRECT_RATIO times the base's CPUs, else the smallest library machine with GROWTH_PROBE_RATIO times."""
+    GROWTH_DIRECT_RATIO times the base's CPUs, else the smallest library machine with GROWTH_PROBE_RATIO times:
+    of the smallest, a machine of the run first (it is measured anyway), then by name."""
     from ..topology import library
 
     def size(t) -> tuple:
@@ -126,5 +127,8 @@ def growth_machines(topology, run_topologies=()) -> tuple:
     base = min([*machines, *run_topologies, topology], key=size)
     if len(topology.cpus) >= GROWTH_DIRECT_RATIO * len(base.cpus):
         return base, topology
+    in_run = {t.name for t in run_topologies}
     larger = [t for t in machines if len(t.cpus) >= GROWTH_PROBE_RATIO * len(base.cpus)]
-    return base, min(larger or machines, key=size)
+    # A run machine of the same size probes as well as any other, and its measurement is one the run makes
+    # already: on kind a probe of its own was a node and a fill of several minutes more (docs/spec.md 4.5).
+    return base, min(larger or machines, key=lambda t: (len(t.cpus), t.name not in in_run, t.name))

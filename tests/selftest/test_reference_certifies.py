@@ -40,7 +40,8 @@ def test_reference_driver_passes_every_requirement(topologies):
 def test_reference_driver_certifies_in_alpha_mode_with_the_coexistence_requirements_out_of_scope():
     """Alpha mode (policy none) has no static pods: exactly the catalog's coexistence-only requirements do not
     apply; every other one must still pass, so a test that skips in alpha must be scoped in the catalog."""
-    result = certify(REFERENCE_DRIVER_DIR, ["server-2s-snc4", "hybrid-8p8e"], extra=["--cci-node-profile", "alpha"])
+    result = certify(REFERENCE_DRIVER_DIR, ["server-2s-snc4", "hybrid-8p8e"], extra=["--cci-node-profile", "alpha",
+                                                                          "--cci-stateful-examples", STATEFUL_EXAMPLES])
     scoped = {r.id for r in load_catalog().requirements if r.modes and "alpha" not in r.modes}
     assert scoped, "the catalog scopes no requirement to coexistence mode"
     assert result.with_status("not-applicable") == scoped, result.reasons

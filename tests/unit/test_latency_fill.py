@@ -118,6 +118,40 @@ def test_growth_is_judged_from_the_smallest_library_machine_on_any_single_topolo
         assert probe.name != base.name and len(probe.cpus) >= 2 * len(base.cpus), name
 
 
+def test_a_run_machine_as_small_as_any_probe_is_the_probe():
+    """A laptop run beside a 32-CPU run machine is probed by that machine, which the run measures anyway, not by
+    another library machine of the same size (on kind a node and a fill of minutes more); alone it keeps the
+    smallest library probe."""
+    laptop, server = library.load("laptop-1s4c-smt2"), library.load("server-2s8c-smt2-intel")
+    assert growth_machines(laptop, [server, laptop]) == (laptop, server)
+    base, probe = growth_machines(laptop, [laptop])
+    assert base == laptop and len(probe.cpus) == len(server.cpus) and probe.name < server.name
+
+
+def test_no_node_is_opened_for_a_machine_another_worker_measured_meanwhile(tmp_path):
+    """The store is read again under the lock before a node is opened: the other worker's figures, no node."""
+    store = MeasurementStore(tmp_path)
+    first = suite.measure(ScriptedNode(), MACHINE, load_budgets(), {"core-siblings"}, store)
+    suite._CACHE.pop(MACHINE.name, None)
+
+    class LateStore(MeasurementStore):
+        """Empty at the first look (before the lock); the other worker's save lands before the second."""
+        looks = 0
+
+        def load(self, machine):
+            self.looks += 1
+            return None if self.looks == 1 else super().load(machine)
+
+    def must_not_open():
+        raise AssertionError("a node was opened for a machine the run had measured")
+    try:
+        got = suite._measured(MACHINE, must_not_open, lambda session: None, load_budgets(), {"core-siblings"},
+                              LateStore(tmp_path))
+    finally:
+        suite._CACHE.pop(MACHINE.name, None)
+    assert got == first
+
+
 def test_a_machine_measured_once_in_a_run_is_read_back_not_filled_again(tmp_path):
     """Workers of one run share the report folder: the second asks the store and never touches its node."""
     store = MeasurementStore(tmp_path)
