@@ -143,10 +143,16 @@ def summary_lines(report: dict, report_dir: Path | None) -> list[str]:
 
 
 def node_line(run: dict) -> str:
-    """The node the run certified on: a DRA run's Kubernetes release and node image, else the CCI node's mode."""
+    """The node the run certified on: a kind run's Kubernetes release, kubelet and node image (a CCI run's kubelet
+    is the patched one, named by its patch's digest; a DRA run's the vanilla one), else the CCI node's mode."""
     facts = run.get("backend_facts") or {}
-    if facts.get("kubernetes"):  # the DRA suites: a vanilla kubelet, its CPU manager profiles per test
+    mode = f" ({run.get('node_mode') or '?'} mode)"
+    if facts.get("kubernetes"):
         image = f", node image {facts['node_image']}" if facts.get("node_image") else ""
-        mode = f", {facts['device_mode']} devices" if facts.get("device_mode") else ""
-        return f"Kubernetes {facts['kubernetes']} (vanilla kubelet{image}), node profile {run['node_profile']}{mode}"
-    return f"node profile {run['node_profile']} ({run.get('node_mode') or '?'} mode)"
+        if facts.get("kubelet_patch"):  # kind/cci: the kubelet with the CCI manager, not the release's own
+            patch = facts["kubelet_patch"].removeprefix("sha256:")[:12]
+            return (f"Kubernetes {facts['kubernetes']} (kubelet with the CCI manager, patch {patch}{image}), "
+                    f"node profile {run['node_profile']}{mode}")
+        devices = f", {facts['device_mode']} devices" if facts.get("device_mode") else ""
+        return f"Kubernetes {facts['kubernetes']} (vanilla kubelet{image}), node profile {run['node_profile']}{devices}"
+    return f"node profile {run['node_profile']}{mode}"
