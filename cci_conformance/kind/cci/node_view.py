@@ -22,6 +22,8 @@ from ..cluster.node_shell import ShellBroken, shell_for
 
 KUBELET_ROOT = "/var/lib/kubelet"
 FLAGS_FILE = f"{KUBELET_ROOT}/kubeadm-flags.env"
+CPU_STATE_PATH = f"{KUBELET_ROOT}/{CPU_STATE_FILE}"  # the two checkpoints of the ledger, in the node
+CCI_STATE_PATH = f"{KUBELET_ROOT}/{CCI_STATE_FILE}"
 ONLINE = "/sys/devices/system/cpu/online"  # the faked machine's, mounted over the worker's (cluster/config.py)
 # The kubelet logs this once per process start (server.go "Started kubelet"): the node's generation.
 STARTED = '"Started kubelet"'
@@ -190,7 +192,7 @@ def _message(line: str) -> str:
 
 
 def _ledger_by_shell(node: str, registration_socket: str) -> tuple[Ledger, str, bool]:
-    parts = [f"cat {KUBELET_ROOT}/{CPU_STATE_FILE}", f"cat {KUBELET_ROOT}/{CCI_STATE_FILE}",
+    parts = [f"cat {CPU_STATE_PATH}", f"cat {CCI_STATE_PATH}",
              f"cat {RECORDER_LOG} 2>/dev/null || true", f"cat {ONLINE}", f"cat {FLAGS_FILE} 2>/dev/null || true",
              f"test -S {registration_socket} && echo yes || echo no"]
     out = node_exec(node, "; ".join(f"echo '{_MARK}'; {p}" for p in parts)).split(_MARK + "\n")[1:]
@@ -202,8 +204,8 @@ def _ledger_by_shell(node: str, registration_socket: str) -> tuple[Ledger, str, 
 
 def _ledger(cpu_raw: bytes, cci_raw: bytes, recorder: str, online: str) -> Ledger:
     """The ledger decoded (both checkpoints checksum-verified), however its files were read."""
-    return Ledger(cpu_raw=cpu_raw, cci_raw=cci_raw, cpu=loads(cpu_raw, path=f"{KUBELET_ROOT}/{CPU_STATE_FILE}"),
-                  cci=checkpoint.decode(cci_raw, f"{KUBELET_ROOT}/{CCI_STATE_FILE}"), recorder=recorder,
+    return Ledger(cpu_raw=cpu_raw, cci_raw=cci_raw, cpu=loads(cpu_raw, path=CPU_STATE_PATH),
+                  cci=checkpoint.decode(cci_raw, CCI_STATE_PATH), recorder=recorder,
                   online=parse_cpulist(online.strip()))
 
 
@@ -212,8 +214,7 @@ def read_ledger(root: Path) -> Ledger:
     the session's waits poll it several times a second, and a ``docker exec`` costs about 0.2 CPU-seconds of a
     2-core host, which the kubelet under test needs. The kubelet replaces its checkpoints by rename (its
     checkpoint manager's file store) and the recorder appends whole lines, so a read never sees half a write."""
-    paths = {"cpu": f"{KUBELET_ROOT}/{CPU_STATE_FILE}", "cci": f"{KUBELET_ROOT}/{CCI_STATE_FILE}",
-             "online": ONLINE}
+    paths = {"cpu": CPU_STATE_PATH, "cci": CCI_STATE_PATH, "online": ONLINE}
     raw = {}
     for part, path in paths.items():
         try:
