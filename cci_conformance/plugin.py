@@ -91,6 +91,7 @@ def _register_fixtures(config: pytest.Config) -> None:
 
 
 GROWTH_REQUIREMENT = "LAT-004"  # its test measures machines beside the run's (certify/budgets.growth_machines)
+LONG_FIRST = "cci_long_first"  # workerinput key: this worker starts its @pytest.mark.long tests first
 
 
 def _prepare_backend(settings: RunSettings, growth: bool) -> None:
@@ -183,11 +184,22 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     return MachineScheduling(config, log, tuple(settings.topologies), by_module=not spreads)
 
 
+def _spreads_by_module(config: pytest.Config) -> bool:
+    """The controller of a run spread over workers by module scopes (pytest_xdist_make_scheduler's by_module)."""
+    return config.getoption("dist", None) == "loadscope" and not spreads_by_machine(config.stash[SETTINGS])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    # xdist sets a worker's own --dist to "no" (xdist/remote.py setup_config): only the controller knows how the
+    # run spreads, so it tells each worker here
+    node.workerinput[LONG_FIRST] = _spreads_by_module(node.config)
+
+
 def _long_first(config: pytest.Config) -> bool:
     """A worker of an embedded run spread by module scopes (pytest_xdist_make_scheduler): the longest tests go
     first, so the last minute is not one machine's ACCT-010 while the other workers idle."""
-    return (_is_worker(config) and config.getoption("dist", None) == "loadscope"
-            and not spreads_by_machine(config.stash[SETTINGS]))
+    return _is_worker(config) and bool(config.workerinput.get(LONG_FIRST, False))
 
 
 @pytest.hookimpl(trylast=True)

@@ -101,3 +101,40 @@ def test_a_driver_that_never_registers_stops_a_run_spread_over_workers_with_one_
     tried = [t for r in report["requirements"] if r["id"] != "REG-001" for t in r["tests"] if t["outcome"] != "missing"]
     # each worker stops after its first test: no test is blamed for the start, and no worker went on
     assert len(tried) <= 2 and all("the run stopped early" in t["reason"] for t in tried), tried
+
+
+LONG_LAST_IN_FILE = """\
+import os
+import pytest
+
+
+@pytest.mark.requirement("CLAIM-001")
+@pytest.mark.parametrize("n", range(3))
+def test_short(node, topology, n):
+    with open(os.environ["CCI_WHERE_LOG"], "a") as fh:
+        fh.write(f"{os.environ['PYTEST_XDIST_WORKER']} short {topology.name}\\n")
+
+
+@pytest.mark.requirement("CLAIM-001")
+@pytest.mark.long
+def test_long(node, topology):
+    with open(os.environ["CCI_WHERE_LOG"], "a") as fh:
+        fh.write(f"{os.environ['PYTEST_XDIST_WORKER']} long {topology.name}\\n")
+"""
+
+
+def test_a_run_spread_by_module_starts_each_workers_long_tests_first(pytester, monkeypatch):
+    """xdist sets a worker's own --dist to "no": the controller must tell its workers that the run spreads by
+    module, or a machine's ACCT-010 runs last and one worker idles while the other finishes it (seen: 16 s of an
+    80 s default run)."""
+    where = pytester.path / "where.log"
+    monkeypatch.setenv("CCI_WHERE_LOG", str(where))
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    root = write_suite(pytester.path, tests=LONG_LAST_IN_FILE)
+    result = pytester.runpytest_subprocess(*plugin_args(root), "-n", "2", "--dist", "loadscope")
+    result.assert_outcomes(passed=4 * len(TOPOLOGIES))
+    first: dict[str, str] = {}
+    for line in where.read_text().splitlines():
+        worker, kind, _ = line.split()
+        first.setdefault(worker, kind)
+    assert first == {"gw0": "long", "gw1": "long"}, where.read_text()
