@@ -32,6 +32,7 @@ INTERRUPT_GRACE_S = 240.0  # time pytest gets to close its sessions and write it
 DRA_SUITES = "dra"
 DRA_BACKEND = "kind"
 KIND_MAX_WORKERS = 4  # kind clusters of a run at once when -n is not given (default_workers)
+EMBEDDED_EXTRA_WORKERS = 1  # workers beyond the usable CPUs on the embedded backend (default_workers)
 # The whole run's deadline by backend. Every wait inside has its own; this one ends a run that would go on
 # for a reason nobody foresaw. On kind every pod takes seconds to start and to release (docs/kind.md,
 # "Measured"): the catalog on two machines takes about 70 minutes on 2 cores.
@@ -89,7 +90,10 @@ def add_parser(subparsers) -> None:
 
 def default_workers(backend: str, topologies: int, cpus: int | None = None) -> int:
     """Worker processes when -n is not given: a machine per worker, as many as there are usable CPUs (one process
-    when that is one). On the embedded backend a node and its driver take little memory; on kind a worker makes
+    when that is one); on the embedded backend one more than the CPUs, since an embedded worker spends much of its
+    time waiting for the node and driver processes it starts (a worker with its node and driver kept 0.55-0.75 of
+    a core busy: the default run took 72-78 s with 2 workers and 63-69 s with 3 on 2 cores, 65 s with 4; docs/
+    certification.md). On the embedded backend a node and its driver take little memory; on kind a worker makes
     one machine's cluster at a time (1-2 GB), so at most KIND_MAX_WORKERS (measured on 2 cores: two machines'
     certification 27-31 min with two workers against 42+ min in one process, docs/kind.md). Latency measurements
     still run one at a time (certify/measuring.py). Another backend (an existing cluster's nodes) decides itself."""
@@ -97,7 +101,11 @@ def default_workers(backend: str, topologies: int, cpus: int | None = None) -> i
         return 0
     if cpus is None:  # the CPUs this process may run on (a container's limit), where the OS says so
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    workers = min(cpus, topologies, KIND_MAX_WORKERS if backend == DRA_BACKEND else topologies)
+    if cpus <= 1:
+        return 0
+    if backend == DRA_BACKEND:
+        return min(cpus, topologies, KIND_MAX_WORKERS) if min(cpus, topologies) > 1 else 0
+    workers = min(cpus + EMBEDDED_EXTRA_WORKERS, topologies)
     return workers if workers > 1 else 0
 
 

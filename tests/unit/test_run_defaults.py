@@ -16,12 +16,15 @@ MACHINES = ("server-2s8c-smt2-intel", "server-2s-snc4", "hybrid-8p8e")
 
 
 def test_a_run_gets_a_worker_per_machine_up_to_the_cpus_and_kind_at_most_four():
-    assert default_workers("embedded", 3, cpus=2) == 2
+    assert default_workers("embedded", 3, cpus=2) == 3  # one more than the CPUs: embedded workers mostly wait
+    assert default_workers("embedded", 4, cpus=2) == 3
+    assert default_workers("embedded", 2, cpus=2) == 2
     assert default_workers("embedded", 3, cpus=8) == 3
     assert default_workers("embedded", 1, cpus=8) == 0  # one machine: one process, no xdist
     assert default_workers("embedded", 3, cpus=1) == 0
     assert default_workers("kind", 2, cpus=8) == 2  # a machine per worker, each making its own clusters
     assert default_workers("kind", 2, cpus=1) == 0
+    assert default_workers("kind", 3, cpus=2) == 2  # no extra worker on kind: a worker is a cluster
     assert default_workers("kind", 9, cpus=64) == 4  # a cluster each: memory, not CPUs, bounds them
     assert default_workers("cluster", 2, cpus=8) == 0  # an existing cluster's backend decides (its nodes)
 
