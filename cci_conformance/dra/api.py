@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -117,6 +118,16 @@ class PodSpec:
         return cls(name)
 
 
+# The kubelet's waiting reasons for a container the runtime refused to create or start (ErrCreateContainer of
+# kubelet/kuberuntime/kuberuntime_container.go, ErrRunContainer of kubelet/container/sync_result.go); an NRI
+# plugin's error in CreateContainer or StartContainer ends here. Such a pod is not on its way to running: the
+# kubelet only tries the container again on its back-off.
+RUNTIME_REFUSALS = frozenset({"CreateContainerError", "RunContainerError"})
+# How long a refusal must last before create_pod gives up waiting for the pod (docs/spec.md S5.6): the kubelet
+# tries a refused container again within seconds, so this spans several refused attempts.
+REFUSAL_GRACE_S = 30.0
+
+
 @dataclass(frozen=True)
 class ContainerState:
     name: str
@@ -124,6 +135,12 @@ class ContainerState:
     running: bool
     restart_count: int = 0
     claims: tuple[str, ...] = ()  # the ResourceClaims it consumes (resources.claims, templates resolved)
+    waiting: str = ""  # "<reason>: <message>" the kubelet reports for a container it has not started, else ""
+
+    @property
+    def refused(self) -> bool:
+        """The runtime refused to create or start it (an NRI plugin's error lands here), not merely not yet."""
+        return self.waiting.split(":", 1)[0] in RUNTIME_REFUSALS
 
 
 @dataclass(frozen=True)
@@ -147,6 +164,37 @@ class PodState:
             if c.name == name:
                 return c
         raise KeyError(f"pod {self.name} has no container {name}")
+
+
+class PodRefused(TimeoutError):
+    """A pod create_pod waited for will not start: the runtime kept refusing one of its containers."""
+
+
+class RefusalWatch:
+    """Ends a wait for a pod to run once the runtime refused one of its containers ``grace`` seconds ago and refuses
+    it still (the latest look shows a refusal again); ``grace`` None never ends it early."""
+
+    def __init__(self, grace: float | None, clock: Callable[[], float] = time.monotonic):
+        self.grace = grace
+        self.clock = clock
+        self.first: float | None = None
+        self.refused: tuple[ContainerState, ...] = ()
+
+    def settled(self, state: PodState) -> PodState | None:
+        """``state`` when the wait is over (the pod runs, or its refusal outlasted the grace), else None."""
+        if state.running:
+            return state
+        refused = tuple(c for c in state.containers if c.refused)
+        if self.grace is None or not refused:
+            return None  # a look between two attempts (or before any) decides nothing
+        now = self.clock()
+        self.first = now if self.first is None else self.first
+        self.refused = refused
+        return state if now - self.first >= self.grace else None
+
+    def describe(self) -> str:
+        return "; ".join(f"container {c.name} refused for {self.grace:g} s and more ({c.waiting})"
+                         for c in self.refused)
 
 
 @dataclass(frozen=True)
@@ -299,8 +347,11 @@ class DraSession(Protocol):
     driver_name: str
     device_mode: str  # DEVICE_MODES: how claims ask for CPUs (objects.claim_object)
 
-    def create_pod(self, pod: PodSpec, *, wait: bool = True, timeout: float = 120) -> PodState: ...
-    # wait=True: until every container runs (TimeoutError otherwise); False: returns at once
+    def create_pod(self, pod: PodSpec, *, wait: bool = True, timeout: float = 120,
+                   refusal_grace: float | None = REFUSAL_GRACE_S) -> PodState: ...
+    # wait=True: until every container runs (TimeoutError otherwise; PodRefused, a TimeoutError, once the runtime
+    # has refused a container for refusal_grace seconds; None waits out the timeout, for a caller to whom a pod
+    # that never starts is the passing outcome); False: returns at once
     def pod(self, name: str) -> PodState: ...
     def delete_pod(self, name: str, *, timeout: float = 120) -> None: ...  # and the claims made with it
     def delete_pods(self, names: Sequence[str], *, timeout: float = 120) -> None: ...  # all at once, as delete_pod

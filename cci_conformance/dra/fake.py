@@ -17,6 +17,7 @@ from ..topology.model import Topology
 from .api import (
     DEVICE_MODES,
     FEATURES,
+    REFUSAL_GRACE_S,
     Allocation,
     ClaimSpec,
     ContainerState,
@@ -244,7 +245,8 @@ class FakeDraSession:
             self._update_shared()
 
     # -- DraSession ------------------------------------------------------------------------------
-    def create_pod(self, pod: PodSpec, *, wait: bool = True, timeout: float = 120) -> PodState:
+    def create_pod(self, pod: PodSpec, *, wait: bool = True, timeout: float = 120,
+                   refusal_grace: float | None = REFUSAL_GRACE_S) -> PodState:  # noqa: ARG002 - decided at once
         if pod.name in self._pods:
             raise ValueError(f"pod {pod.name} exists")
         for spec in pod.claims:

@@ -23,14 +23,17 @@ from ..waiting import wait_for
 from . import driver_image, kubelet_state
 from .api import (
     FEATURES,
+    REFUSAL_GRACE_S,
     Allocation,
     ContainerState,
     Device,
     DraSessionConfig,
     KubeletCheckpoints,
     KubeletMetrics,
+    PodRefused,
     PodSpec,
     PodState,
+    RefusalWatch,
 )
 from .deployment import NAMESPACE, DriverDeployment
 from .objects import NAMESPACE as POD_NS
@@ -111,15 +114,20 @@ class KindDraSession:
         self._pause = self._pause or self.worker.pause()
         return self._pause
 
-    def create_pod(self, pod: PodSpec, *, wait: bool = True, timeout: float = 120) -> PodState:
+    def create_pod(self, pod: PodSpec, *, wait: bool = True, timeout: float = 120,
+                   refusal_grace: float | None = REFUSAL_GRACE_S) -> PodState:
         self.worker.create(*pod_objects(pod, self.node, self._pause_image(), self.driver_name, self.device_mode))
         if wait:
+            refusal = RefusalWatch(refusal_grace)
             try:
                 # an API read costs milliseconds; a kubectl one (an existing cluster's view) a process
-                wait_for(lambda: self.pod(pod.name, events=False).running, timeout=timeout,
-                         interval=0.1 if self.worker.api is not None else 0.5, what=f"pod {pod.name} running")
+                state = wait_for(lambda: refusal.settled(self.pod(pod.name, events=False)), timeout=timeout,
+                                 interval=0.1 if self.worker.api is not None else 0.5, what=f"pod {pod.name} running")
             except TimeoutError as exc:
                 raise TimeoutError(f"{exc}; events: {self.pod(pod.name).events[-3:]}") from None
+            if not state.running:
+                raise PodRefused(f"pod {pod.name} will not start: {refusal.describe()}; "
+                                 f"events: {self.pod(pod.name).events[-3:]}")
         return self.pod(pod.name)
 
     def pod(self, name: str, *, events: bool = True) -> PodState:
@@ -136,7 +144,7 @@ class KindDraSession:
                     for c in raw["spec"]["containers"]}
         containers = tuple(ContainerState(c["name"], c.get("containerID", "").split("://")[-1],
                                           bool(c.get("state", {}).get("running")), c.get("restartCount", 0),
-                                          consumes.get(c["name"], ()))
+                                          consumes.get(c["name"], ()), _waiting(c))
                            for c in status.get("containerStatuses", []))
         if not containers:
             containers = tuple(ContainerState(c["name"], "", False, claims=consumes[c["name"]])
@@ -307,6 +315,14 @@ def _cpus_of(quantity: str | int) -> int:
         return int(quantity)
     except ValueError:
         raise ValueError(f"capacity {quantity!r} is not a whole number of CPUs") from None
+
+
+def _waiting(container_status: dict) -> str:
+    """"<reason>: <message>" of a container status's waiting state (ContainerState.waiting), "" when not waiting."""
+    waiting = (container_status.get("state") or {}).get("waiting") or {}
+    if not waiting:
+        return ""
+    return f"{waiting.get('reason', '')}: {' '.join(str(waiting.get('message', '')).split())}"
 
 
 def _start_seconds(status: dict) -> float | None:
