@@ -124,9 +124,10 @@ def violations(parameters: dict, topology: Topology, capabilities, available: CP
                            held_by_others=held_by_others)
 
 
-def node_problems(session, strict_reservation: bool = False) -> list[str]:
-    """Node-wide invariants on every public surface: snapshot, runtime cpusets, pod-resources, cpu_manager_state."""
-    snap = session.snapshot()
+def node_problems(session, strict_reservation: bool = False, snap: NodeSnapshot | None = None) -> list[str]:
+    """Node-wide invariants on every public surface: snapshot, runtime cpusets, pod-resources, cpu_manager_state.
+    ``snap``: a snapshot the caller just took, read again otherwise."""
+    snap = session.snapshot() if snap is None else snap
     problems = check_snapshot(snap, strict_reservation)
     problems += check_pod_resources(session.listed_exclusive_cpus(), session.allocatable_cpus(), snap)
     problems += check_cpu_manager_state(session.persisted_state().cpu_manager_state, snap, snap.policy)

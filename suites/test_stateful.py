@@ -175,9 +175,9 @@ class NodeMachine(RuleBasedStateMachine):
     # ---- invariants ----
     @invariant()
     def node_matches_the_model(self):
-        problems = node_problems(self.session, self.strict)
+        snap = self.session.snapshot()  # one look at the node: the checks below all judge the same moment
+        problems = node_problems(self.session, self.strict, snap)
         self.check(not problems, problems)
-        snap = self.session.snapshot()
         self.check({c.pod_uid for c in snap.containers} == set(self.live), "the node's pods differ from the model's")
         for uid, live in self.live.items():
             self.check(snap.exclusive.get(f"{uid}/c0", frozenset()) == live.held, f"{uid} holds other CPUs than it got")

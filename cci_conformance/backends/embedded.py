@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import signal
@@ -103,8 +104,8 @@ class EmbeddedSession:
         profile.update(kubeletRoot=str(self.kubelet), sysfsRoot=str(self.machine / "sys"),
                        runtimeRoot=str(self.runtime))
         parse_config(profile, "node profile", need_paths=True)  # fail here, with the field, not in the child
-        self.node_config = self.workdir / "node-config.yaml"
-        self.node_config.write_text(yaml.safe_dump(profile, sort_keys=True))
+        self.node_config = self.workdir / "node-config.json"  # JSON: the node starts without the YAML parser
+        self.node_config.write_text(json.dumps(profile, sort_keys=True, indent=1))
         self.client = NodeClient(self.kubelet / "node-control.sock", timeout=RPC_TIMEOUT_S)
         self._pr_channel: grpc.Channel | None = None
         self.driver: DriverProcess | None = None

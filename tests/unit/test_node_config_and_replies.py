@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -52,6 +54,19 @@ def test_missing_paths_and_bad_yaml(tmp_path):
     f.write_text("mode: [alpha\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(f)
+
+
+def test_a_json_config_loads_like_its_yaml_and_bad_json_names_the_file(tmp_path):
+    data = {"mode": "coexistence", "cpuManagerPolicy": "static", "reservedSystemCPUs": "0",
+            "kubeletRoot": str(tmp_path / "k"), "sysfsRoot": str(tmp_path / "s"), "runtimeRoot": str(tmp_path / "r")}
+    as_yaml, as_json = tmp_path / "n.yaml", tmp_path / "n.json"
+    as_yaml.write_text(yaml.safe_dump(data))
+    as_json.write_text(json.dumps(data))
+    assert load_config(as_json) == load_config(as_yaml)
+    as_json.write_text('{"mode": "alpha",')
+    with pytest.raises(ConfigError, match="not valid JSON") as info:
+        load_config(as_json)
+    assert str(as_json) in str(info.value) and "fix:" in str(info.value)
 
 
 def reply(cpuset="", exclusive=True, err="", groups=(), no_rset=False):
