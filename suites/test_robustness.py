@@ -20,7 +20,9 @@ from claimkit import (
 from cci_conformance.certify.outcomes import require_feature
 
 MANY_LIVE = 100  # live admissions the deadline test keeps (more than a small fixed-size table holds)
-BATCH = 10  # admissions created back to back before the deadline is checked (one over it ends the test)
+BATCH = 10  # admissions created back to back before the deadline is checked (one over it ends the test), where the
+# node takes its pods from an API server (kind); a node handed each pod in one call (embedded) gains nothing from a
+# batch, so there it is one: a driver that hangs stops the test at its first late answer, not up to ten later
 REMOVED = 5  # of them, deleted one by one to time CCIRemoveContainerResource with the rest still live
 
 # (case, parameters, what the err must name): S1.6 promises the user the offending key, attribute or
@@ -94,11 +96,12 @@ def test_driver_answers_within_the_deadline_with_many_live_admissions(node_sessi
     slowest = 0.0
     admitted = []
     claims = [exclusive(1) if i < exclusive_ones else shared(1) for i in range(MANY_LIVE)]
-    for first in range(0, MANY_LIVE, BATCH):
+    batch = BATCH if session.pods_from_api_server else 1
+    for first in range(0, MANY_LIVE, batch):
         # back to back, admitted one at a time (create_pods); settle=False: what is judged is each call's time,
         # not the shared cpusets (backends/base.py)
         # overlap: a node may take the next pods while earlier ones start; a deadline, not a budget, is judged
-        for i, result in enumerate(session.create_pods([claim_pod(c) for c in claims[first:first + BATCH]],
+        for i, result in enumerate(session.create_pods([claim_pod(c) for c in claims[first:first + batch]],
                                                        settle=False, overlap=True), start=first):
             assert result.admitted, f"admission {i + 1} failed: {result.reason}: {result.message}"
             slowest = max(slowest, result.driver_seconds)  # CCIAdmit plus CCIAddContainerResource
