@@ -89,14 +89,14 @@ def add_parser(subparsers) -> None:
 
 
 def default_workers(backend: str, topologies: int, cpus: int | None = None) -> int:
-    """Worker processes when -n is not given: a machine per worker, as many as there are usable CPUs (one process
-    when that is one); on the embedded backend one more than the CPUs, since an embedded worker spends much of its
-    time waiting for the node and driver processes it starts (a worker with its node and driver kept 0.55-0.75 of
-    a core busy: the default run took 72-78 s with 2 workers and 63-69 s with 3 on 2 cores, 65 s with 4; docs/
-    certification.md). On the embedded backend a node and its driver take little memory; on kind a worker makes
-    one machine's cluster at a time (1-2 GB), so at most KIND_MAX_WORKERS (measured on 2 cores: two machines'
-    certification 27-31 min with two workers against 42+ min in one process, docs/kind.md). Latency measurements
-    still run one at a time (certify/measuring.py). Another backend (an existing cluster's nodes) decides itself."""
+    """Worker processes when -n is not given: at most a machine per worker; one process on one usable CPU.
+    Embedded: one more than the usable CPUs, since a worker spends much of its time waiting for the node and driver
+    processes it starts (with them it kept 0.55-0.75 of a core busy; the default run took 72-78 s with 2 workers,
+    63-69 s with 3 and 65 s with 4 on 2 cores), and a node and its driver take little memory. Kind: at most the
+    usable CPUs and KIND_MAX_WORKERS, since a worker makes one machine's cluster at a time (1-2 GB; measured on 2
+    cores: two machines' certification 27-31 min with two workers against 42+ min in one process, docs/kind.md).
+    Latency measurements still run one at a time (certify/measuring.py). Another backend (an existing cluster's
+    nodes) decides itself."""
     if backend not in (DEFAULT_BACKEND, DRA_BACKEND):
         return 0
     if cpus is None:  # the CPUs this process may run on (a container's limit), where the OS says so

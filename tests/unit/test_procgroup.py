@@ -90,7 +90,8 @@ def test_thread_states_read_the_field_after_the_last_parenthesis():
 
 def test_a_stopped_group_is_seen_stopped_only_once_every_thread_stopped():
     # a child with a second thread, in a group of its own, as nodes and drivers start
-    code = "import threading, time; threading.Thread(target=time.sleep, args=(60,), daemon=True).start(); time.sleep(60)"
+    code = ("import threading, time; threading.Thread(target=time.sleep, args=(60,), daemon=True).start(); "
+            "time.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
     try:
         wait_for(lambda: len(os.listdir(f"/proc/{proc.pid}/task")) == 2, 10, what="the child's second thread")
