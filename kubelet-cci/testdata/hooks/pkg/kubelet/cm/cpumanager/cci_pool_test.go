@@ -223,6 +223,50 @@ func TestCCIEffectiveAnswersGetCPUAffinityAndTheReconcileLoop(t *testing.T) {
 	}
 }
 
+// A CCI container is created on its effective set (GetCPUAffinity), which may be more than the CPUs it holds in
+// the static state (a SHARED group's free CPUs beside an exclusive group). AddContainer must not record the held
+// CPUs as its last update: when a later exclusive grant takes the SHARED group's CPUs before the reconcile loop
+// looked at the container, the effective set equals the held one and the loop would never shrink the runtime's
+// cpuset (seen on kind: ACCT-010, seed 1831435211).
+func TestCCIContainerShrinksToItsHeldCPUsWhenItsSharedGroupIsTaken(t *testing.T) {
+	n := startCCINode(t, string(PolicyStatic), time.Hour)
+	pool, err := NewCCIPool(n.m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Hold("cci", "c", cpuset.New(1, 5)); err != nil { // the exclusive group
+		t.Fatal(err)
+	}
+	effective := cpuset.New(1, 2, 5, 6) // and a SHARED group on 2,6, free when the container is created
+	pool.SetCCIEffective(func(pod, container string) (cpuset.CPUSet, bool) {
+		if pod == "cci" && container == "c" {
+			return effective, true
+		}
+		return cpuset.CPUSet{}, false
+	})
+	pod := cciPod("cci", "100m", "c")
+	n.m.AddContainer(pod, &pod.Spec.Containers[0], "id-c")
+	if got, ok := n.m.lastUpdateState.GetCPUSet("cci", "c"); ok {
+		t.Errorf("AddContainer recorded %v as the CCI container's last update; it was created on %v", got, effective)
+	}
+	effective = cpuset.New(1, 5) // a later exclusive grant took 2,6
+	n.run(pod)
+	n.m.reconcileState()
+	if got := n.runtime.get("id-c"); got != "1,5" {
+		t.Errorf("the reconcile loop asked the runtime for %q, want the shrunk effective set 1,5", got)
+	}
+	// a container the CCI manager does not answer for keeps the kubelet's own bookkeeping
+	static := cciPod("static", "2", "app")
+	if err := n.m.Allocate(static, &static.Spec.Containers[0]); err != nil {
+		t.Fatal(err)
+	}
+	n.m.AddContainer(static, &static.Spec.Containers[0], "id-app")
+	held, _ := n.m.state.GetCPUSet("static", "app")
+	if got, ok := n.m.lastUpdateState.GetCPUSet("static", "app"); !ok || !got.Equals(held) {
+		t.Errorf("AddContainer recorded %v %v for a static container, want its assignment %v", got, ok, held)
+	}
+}
+
 // Alpha (policy none, KEP-3675 l.109-111): the CCI manager answers every cpuset; its wake-up makes online minus
 // reserved allocatable and starts the reconcile loop the none policy's Start skips.
 func TestCCIAlphaAnswersTheNonePolicyAndWakesItsReconcileLoop(t *testing.T) {
