@@ -104,8 +104,9 @@ def default_workers(backend: str, topologies: int, cpus: int | None = None) -> i
     if cpus <= 1:
         return 0
     if backend == DRA_BACKEND:
-        return min(cpus, topologies, KIND_MAX_WORKERS) if min(cpus, topologies) > 1 else 0
-    workers = min(cpus + EMBEDDED_EXTRA_WORKERS, topologies)
+        workers = min(cpus, topologies, KIND_MAX_WORKERS)
+    else:
+        workers = min(cpus + EMBEDDED_EXTRA_WORKERS, topologies)
     return workers if workers > 1 else 0
 
 
