@@ -48,14 +48,16 @@ def test_in_alpha_the_grants_and_the_shared_pool_come_from_the_cci_records():
     read = _alpha_read([_record("a", exclusive="2,3", withheld="1", groups=("2,3",)),
                         _record("b", shared="4-7", groups=("4-7",))],
                        recorder='{"op":"create","id":"ida","cpus":"2-3"}\n'
-                                '{"op":"create","id":"ids","cpus":"0,4-15"}\n')
+                                '{"op":"create","id":"ids","cpus":"0,4-15","container-type":"container",'
+                                '"sandbox-uid":"s","container-name":"c0"}\n')
     # alpha.go: held = exclusive + withheld; Shared = online - held, the reserved CPU 0 included
     assert read.assigned() == {1, 2, 3}
     assert read.shared_pool() == parse_cpulist("0,4-15")
     assert ledger.exclusive_map(read) == {"a/c0": {1, 2, 3}}  # a SHARED-only container holds nothing
     assert ledger.effective(read.cci["containers"][0], read) == {2, 3}
     assert ledger.effective(read.cci["containers"][1], read) == {4, 5, 6, 7}
-    plain = {"metadata": {"uid": "s", "name": "q", "namespace": "n"}, "status": {"containerStatuses": [
+    plain = {"metadata": {"uid": "s", "name": "q", "namespace": "n"}, "spec": {"containers": [{"name": "c0"}]},
+             "status": {"containerStatuses": [
         {"name": "c0", "containerID": "containerd://ids", "state": {"running": {}}}]}}
     (state,) = ledger.containers_of([plain], read)
     # a Guaranteed pod gets no CPUs of its own under the none policy: it runs on the shared pool

@@ -114,26 +114,57 @@ def test_effective_cpusets_follow_the_kubelets_rule():
     assert ledger.effective(_record("c", shared="4,5"), read) == parse_cpulist("0,8-15")
 
 
+def _created(cid, pod, name, cpus, started=True) -> str:
+    """The recorder's lines for a container the kubelet created (and runc started)."""
+    line = json.dumps({"op": "create", "id": cid, "cpus": cpus, "container-type": "container",
+                       "sandbox-uid": pod, "container-name": name}) + "\n"
+    return line + (json.dumps({"op": "start", "id": cid}) + "\n" if started else "")
+
+
+def _api_pod(uid, cid="", state=None) -> dict:
+    status = [{"name": "c0", "containerID": f"containerd://{cid}", "state": state or {"running": {}}}] if cid else []
+    return {"metadata": {"uid": uid, "name": "p" + uid, "namespace": "n"}, "spec": {"containers": [{"name": "c0"}]},
+            "status": {"containerStatuses": status}}
+
+
 def test_assignments_and_containers_read_the_kubelets_files():
+    recorder = _created("ida", "a", "c0", "2-3") + _created("ids", "s", "c0", "0,8-15") + \
+        '{"op":"update","id":"ids","cpus":"4,5"}\n'
     read = _read([_record("a", exclusive="2,3", groups=("2,3",))], {"a": {"c0": parse_cpulist("2,3")},
                                                                      "s": {"c0": parse_cpulist("4,5")}},
-                 recorder='{"op":"create","id":"ida","cpus":"2-3"}\n{"op":"update","id":"ids","cpus":"4,5"}\n')
-    pod = {"metadata": {"uid": "a", "name": "p", "namespace": "n"}, "spec": {"containers": [{"name": "c0"}]},
-           "status": {"containerStatuses": [{"name": "c0", "containerID": "containerd://ida",
-                                             "state": {"running": {}}}]}}
+                 recorder=recorder)
+    pod = _api_pod("a", "ida")
     (a,) = ledger.assignments(pod, read)
     assert (a.pod_uid, a.source, a.cpus, a.exclusive, a.groups, a.container_id) == \
         ("a", "cci", {2, 3}, True, ({2, 3},), "ida")
-    static = {"metadata": {"uid": "s", "name": "q", "namespace": "n"}, "status": {"containerStatuses": [
-        {"name": "c0", "containerID": "containerd://ids", "state": {"running": {}}}]}}
-    states = ledger.containers_of([pod, static], read)
-    assert [(c.pod_uid, c.source, c.store_cpus, c.runtime_cpus) for c in states] == \
-        [("a", "cci", {2, 3}, {2, 3}), ("s", "static", {4, 5}, {4, 5})]
+    states = ledger.containers_of([pod, _api_pod("s", "ids")], read)
+    assert [(c.pod_uid, c.source, c.store_cpus, c.runtime_cpus, c.running) for c in states] == \
+        [("a", "cci", {2, 3}, {2, 3}, True), ("s", "static", {4, 5}, {4, 5}, True)]
     assert ledger.exclusive_map(read) == {"a/c0": {2, 3}, "s/c0": {4, 5}}
-    unrecorded = {"metadata": {"uid": "x", "name": "x", "namespace": "n"}, "status": {"containerStatuses": [
-        {"name": "c0", "containerID": "containerd://idx", "state": {"running": {}}}]}}
+    with pytest.raises(Exception, match="no create in the recorder log"):
+        ledger.containers_of([_api_pod("x", "idx")], read)  # the kubelet reports a container the runtime never made
+
+
+def test_the_runtime_not_the_api_server_says_which_containers_exist_and_run():
+    """The API server reports a container a PLEG relist after the runtime started it: a container it has not
+    reported yet is still checked (ACCT-008 would otherwise pass on fewer containers), it runs once runc started
+    it, and one the API server reports terminated no longer runs."""
+    recorder = _created("idb", "b", "c0", "4-7") + _created("idc", "c", "c0", "4-7", started=False) + \
+        _created("idt", "t", "c0", "4-7")
+    read = _read([], {}, recorder=recorder)
+    b, c, t = _api_pod("b"), _api_pod("c"), _api_pod("t", "idt", {"terminated": {"exitCode": 0}})
+    states = ledger.containers_of([b, c, t, _api_pod("n")], read)
+    assert [(s.pod_uid, s.container_id, s.running) for s in states] == \
+        [("b", "idb", True), ("c", "idc", False), ("t", "idt", False)]
+    assert ledger.pod_started(b, read) and not ledger.pod_started(c, read)
+    assert not ledger.pod_started(_api_pod("n"), read)
+    (a,) = ledger.assignments(b, read)
+    assert a.container_id == "idb" and a.source == "shared"
+    recreated = _created("idb2", "b", "c0", "4-5", started=False)  # the kubelet's latest create is the container
+    states = ledger.containers_of([b], _read([], {}, recorder=recorder + recreated))
+    assert [(s.container_id, s.runtime_cpus, s.running) for s in states] == [("idb2", {4, 5}, False)]
     with pytest.raises(Exception, match="no cpuset in the recorder log"):
-        ledger.containers_of([unrecorded], read)
+        ledger.containers_of([b], _read([], {}, recorder=_created("idb", "b", "c0", "")))
 
 
 def test_registrations_are_the_kubelets_answers_after_its_start():
@@ -189,11 +220,12 @@ def _node_root(tmp_path, cci_text: str, recorder: str | None):
 
 def test_the_ledger_reads_the_kubelets_files_through_the_node_root(tmp_path):
     cci = _CCI_HEAD + '"containers":[],"pending":[{"podUID":"a"}]}'
-    root = _node_root(tmp_path, cci, '{"op":"create","id":"ida","cpus":"2-3"}\n')
+    root = _node_root(tmp_path, cci, _created("ida", "a", "c0", "2-3"))
     ledger = node_view.read_ledger(root)
     assert ledger.cpu.entries == {"a": {"c0": {2, 3}}} and ledger.cpu.default_cpuset == parse_cpulist("0,8-15")
     assert ledger.online == parse_cpulist("0-15") and ledger.shared_pool() == parse_cpulist("0,8-15")
-    assert ledger.cci["pending"] == [{"podUID": "a"}] and node_view.recorded_cpusets(ledger.recorder) == {"ida": {2, 3}}
+    assert ledger.cci["pending"] == [{"podUID": "a"}] and node_view.runtime_containers(ledger.recorder) == \
+        {("a", "c0"): node_view.RuntimeContainer("ida", frozenset({2, 3}), True)}
     assert node_view.read_ledger(_node_root(tmp_path / "fresh", cci, None)).recorder == ""  # nothing recorded yet
 
 
@@ -267,6 +299,31 @@ def test_the_driver_pod_is_the_running_one_and_a_hard_replace_deletes_it_without
     session._replace_driver_pod(hard=True)
     assert session.api.deleted == [("live", 0)]  # no grace period: SIGTERM never reaches the stopped process
     assert sent[0].startswith("kill -STOP 4242") and "crictl ps -q --label io.kubernetes.pod.uid=uid-live" in sent[1]
+
+
+def test_a_hard_stop_stops_the_driver_before_the_daemonset_lets_go_of_the_worker(monkeypatch):
+    """Once the DaemonSet selects no node its controller deletes the driver pod gracefully; a hard stop must have
+    found and SIGSTOPped the process first (else the pod, already being deleted, is not found, the driver gets a
+    SIGTERM nobody waits for and answers one more admission: ROBUST-004 on kind)."""
+    from types import SimpleNamespace
+
+    from cci_conformance.kind.cci import session as kind_session
+
+    session = kind_session.KindSession.__new__(kind_session.KindSession)
+    session.plan = SimpleNamespace(driver_name="drv", node_name="w1")
+    session.node = "w1"
+    session.api = _DriverPodsAPI([_driver_pod("live")])
+    order = []
+    monkeypatch.setattr(driver_hooks, "node_exec", lambda node, script, timeout=30: order.append(script[:10]) or "")
+    monkeypatch.setattr(session, "_driver_pid", lambda: 4242)
+    monkeypatch.setattr(session, "_read", lambda: SimpleNamespace(kubelet_pid=7))
+    monkeypatch.setattr(session, "_select_worker", lambda on: order.append(f"select {on}"))
+    session.stop_driver(hard=True)
+    assert order[:2] == ["kill -STOP", "select False"] and session.api.deleted == [("live", 0)]
+    assert session._driver_stopped
+    order.clear()
+    session.stop_driver(hard=True)  # no driver pod left: the DaemonSet still lets go of the worker
+    assert order == ["select False"]
 
 
 @pytest.mark.parametrize(("status", "stalled"), [
@@ -493,15 +550,14 @@ class _SerialKubelet:
                     f.write(json.dumps({"call": call, "pod": pod, "container": "c0", "seconds": seconds,
                                         "outcome": "admitted"}) + "\n")
         from types import SimpleNamespace
+        # the runtime starts an admitted pod's container at once; the API server says so later (get_pod: never)
         return SimpleNamespace(cci={"containers": [{"podUID": n, "container": "c0", "containerID": f"id-{n}"}
-                                                   for n in self.admitted]})
+                                                   for n in self.admitted]},
+                               recorder="".join(_created(f"id-{n}", n, "c0", "1") for n in self.admitted))
 
     def get_pod(self, namespace, name):
-        running = name in self.admitted
-        state = {"running": {"startedAt": "now"}} if running else {}
         return {"metadata": {"name": name, "uid": name}, "spec": {"containers": [{"name": "c0"}]},
-                "status": {"phase": "Running" if running else "Pending",
-                           "containerStatuses": [{"name": "c0", "state": state}]}}
+                "status": {"phase": "Pending", "containerStatuses": []}}
 
 
 def test_pods_are_created_ahead_of_the_kubelet_up_to_the_limit_and_each_is_timed_by_its_own_calls(monkeypatch,

@@ -36,3 +36,10 @@ def test_a_create_without_cpuset_means_every_cpu():
     assert records[1].cpus is cpuset_log.EVERY_CPU
     # an update with an empty set changes nothing: it is an empty set, never "every CPU"
     assert records[2].cpus == frozenset() and records[2].pod == "s"
+
+
+def test_a_start_is_no_cpuset_change():
+    # The recorder logs a container's start (the CCI session settles pods from it); it must never read as the
+    # container's cpuset becoming empty.
+    records = _log(_line("create", "a", "0-7", pod="s"), _line("start", "a", at=1), _line("update", "a", "2", at=2))
+    assert [(r.op, r.cpus) for r in records] == [("create", frozenset(range(8))), ("update", frozenset({2}))]

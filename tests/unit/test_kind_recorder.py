@@ -101,3 +101,20 @@ def test_update_beyond_the_node_is_folded_in_the_equals_form(recorder):
     (record,) = [json.loads(line) for line in (work / "log.jsonl").read_text().splitlines()]
     assert record["op"] == "update" and record["cpus"] == str(huge)
     shutil.rmtree(work)
+
+
+def test_a_start_is_recorded_only_once_runc_started_the_container(recorder):
+    # The session settles a pod from these lines (the API server reports Running a PLEG relist later): a start
+    # runc refused must leave no line, and its exit status must reach the shim unchanged.
+    work = Path(tempfile.mkdtemp(prefix="cci-rec-", dir="/tmp"))
+    _run(recorder, work, "--root", "/run/x", "start", "cid4")
+    assert (work / "argv").read_text().split() == ["--root", "/run/x", "start", "cid4"]
+    (record,) = [json.loads(line) for line in (work / "log.jsonl").read_text().splitlines()]
+    assert record["op"] == "start" and record["id"] == "cid4"
+    failing = work / "failing-runc"
+    failing.write_text("#!/bin/sh\nexit 3\n")
+    failing.chmod(0o755)
+    env = {"CPUSET_RECORDER_RUNTIME": str(failing), "CPUSET_RECORDER_LOG": str(work / "failed.jsonl")}
+    done = subprocess.run([recorder, "start", "cid5"], env=env, timeout=30)
+    assert done.returncode == 3 and not (work / "failed.jsonl").exists()
+    shutil.rmtree(work)

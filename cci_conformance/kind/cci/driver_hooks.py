@@ -39,7 +39,7 @@ class DriverHooks:
         events = node_view.kubelet_registrations(read.registry, read.kubelet_since, self.driver)
         return sum(1 for e in events if e is None)
 
-    def _replace_driver_pod(self, hard: bool) -> None:
+    def _replace_driver_pod(self, hard: bool, before_delete=None) -> None:
         """The driver's pod goes (the DaemonSet makes a new one unless it selects no node), and with it every
         process of that pod. Hard: as a crash, without SIGTERM, so the sockets stay. The process is stopped
         (SIGSTOP) first and the pod's deletion ends it (its SIGTERM waits undelivered behind the stop, then
@@ -49,11 +49,15 @@ class DriverHooks:
         refused with DriverNotRegistered)."""
         found = self._driver_pod()
         if found is None:
+            if before_delete is not None:
+                before_delete()
             return
         pod, uid = found["metadata"]["name"], found["metadata"]["uid"]
         pid = self._driver_pid() if hard else 0
         if pid:
             node_exec(self.node, f"kill -STOP {pid} 2>/dev/null || true")  # a driver that died meanwhile is fine
+        if before_delete is not None:
+            before_delete()
         # Hard: no grace period, the object goes at once (kubectl delete --grace-period=0 --force); soft: the pod's
         # own grace period. Either way the object is awaited gone (kubectl's --wait), the DaemonSet's next pod is
         # another object with another name.
@@ -72,10 +76,13 @@ class DriverHooks:
         self._wait_registered(before)
 
     def stop_driver(self, hard: bool = True) -> None:
-        """The DaemonSet selects no node, so its pod goes and no new one comes (SIGKILL first when hard)."""
-        self._select_worker(False)
+        """The DaemonSet selects no node, so its pod goes and no new one comes (SIGKILL first when hard). Its pod
+        is found, and stopped when hard, before the DaemonSet changes: the DaemonSet controller then deletes that
+        pod itself, gracefully, and a pod already being deleted was not found, so a hard stop became a SIGTERM the
+        harness did not wait for (seen on kind: ROBUST-004's next claim pod was admitted by the still running
+        driver, which then deregistered before the pod's Add)."""
         self._driver_stopped = True
-        self._replace_driver_pod(hard)
+        self._replace_driver_pod(hard, before_delete=lambda: self._select_worker(False))
         if not hard:  # SIGTERM removes the registration socket (spec S1.9): the kubelet deregisters it
             wait_for(lambda: self.driver not in self.snapshot().drivers, 60, interval=0.5,
                      what=f"the kubelet to deregister {self.driver}")

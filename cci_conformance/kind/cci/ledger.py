@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...cpuset import CPUs, parse_cpulist
 from ...node.api import ContainerAssignment, ContainerState, SnapshotError
-from .node_view import Ledger, recorded_cpusets
+from .node_view import Ledger, RuntimeContainer, runtime_containers
 
 
 def effective(record: dict, read: Ledger) -> CPUs:
@@ -34,18 +34,51 @@ def _container_id(status: dict) -> str:
     return status.get("containerID", "").split("://", 1)[-1]
 
 
+def _runtime_of(pod: dict, read: Ledger,
+                runtime: dict[tuple[str, str], RuntimeContainer]) -> list[tuple[str, RuntimeContainer, bool]]:
+    """(name, runtime container, running) of every container of ``pod`` the runtime was asked to create, in the
+    pod's order. The runtime is the source: the API server reports a container a PLEG relist (up to a second)
+    after it started, and a container it has not reported yet must still be in every check (ACCT-008). Where the
+    API server does report a container, it must be the one the recorder saw created, and one it reports
+    terminated is not running."""
+    meta = pod["metadata"]
+    reported = {s["name"]: s for s in pod.get("status", {}).get("containerStatuses", [])}
+    out = []
+    for spec in pod["spec"]["containers"]:
+        name = spec["name"]
+        found = runtime.get((meta["uid"], name))
+        status = reported.get(name, {})
+        cid = _container_id(status)
+        if cid and (found is None or found.container_id != cid):
+            raise SnapshotError(f"container {cid[:12]} of {meta['namespace']}/{meta['name']} has no create in the "
+                                "recorder log: the runtime's cpuset of this container is unknown")
+        if found is None:
+            continue  # not created yet: the runtime has nothing
+        if found.cpus is None:
+            raise SnapshotError(f"container {found.container_id[:12]} of {meta['namespace']}/{meta['name']} has no "
+                                "cpuset in the recorder log: the runtime's cpuset of this container is unknown")
+        terminated = bool(cid) and bool(status.get("state", {}).get("terminated"))
+        out.append((name, found, found.started and not terminated))
+    return out
+
+
 def assignments(pod: dict, read: Ledger) -> tuple[ContainerAssignment, ...]:
     """The AdmissionResult containers of an admitted pod (its Kubernetes uid), as the kubelet's checkpoints hold
-    them."""
+    them, each with the id of the container the runtime runs."""
     real = pod["metadata"]["uid"]
     out = []
-    for status in pod["status"]["containerStatuses"]:
-        source, cpus, exclusive, record = _placement(read, real, status["name"])
+    for name, found, _ in _runtime_of(pod, read, runtime_containers(read.recorder)):
+        source, cpus, exclusive, record = _placement(read, real, name)
         groups = tuple(parse_cpulist(g["cpuset"]) for g in record["groups"]) if record else ()
-        out.append(ContainerAssignment(real, status["name"], _container_id(status), cpus, exclusive, source,
-                                       groups))
-    order = [c["name"] for c in pod["spec"]["containers"]]
-    return tuple(sorted(out, key=lambda a: order.index(a.container)))
+        out.append(ContainerAssignment(real, name, found.container_id, cpus, exclusive, source, groups))
+    return tuple(out)
+
+
+def pod_started(pod: dict, read: Ledger) -> bool:
+    """Every container of ``pod`` (its Kubernetes uid) was created and started by the runtime."""
+    runtime = runtime_containers(read.recorder)
+    found = [runtime.get((pod["metadata"]["uid"], c["name"])) for c in pod["spec"]["containers"]]
+    return all(f is not None and f.started for f in found)
 
 
 def exclusive_map(read: Ledger) -> dict[str, CPUs]:
@@ -60,23 +93,17 @@ def exclusive_map(read: Ledger) -> dict[str, CPUs]:
 
 
 def containers_of(pods: list[dict], read: Ledger) -> tuple[ContainerState, ...]:
-    """Every container of the backend's pods with its store cpuset and the cpuset the runtime was last given."""
-    recorded = recorded_cpusets(read.recorder)
+    """Every container of the backend's pods the runtime holds, with its store cpuset and the cpuset the runtime
+    was last given."""
+    runtime = runtime_containers(read.recorder)
     out = []
     for pod in pods:
         meta = pod["metadata"]
-        for status in pod["status"].get("containerStatuses", []):
-            cid = _container_id(status)
-            if not cid:
-                continue  # not created yet: the runtime has nothing
-            if cid not in recorded:
-                raise SnapshotError(f"container {cid[:12]} of {meta['namespace']}/{meta['name']} has no cpuset in "
-                                    "the recorder log: the runtime's cpuset of this container is unknown")
-            source, cpus, exclusive, record = _placement(read, meta["uid"], status["name"])
+        for name, found, running in _runtime_of(pod, read, runtime):
+            source, cpus, exclusive, record = _placement(read, meta["uid"], name)
             out.append(ContainerState(
                 namespace=meta["namespace"], pod_name=meta["name"], pod_uid=meta["uid"],
-                container=status["name"], container_id=cid, source=source, store_cpus=cpus,
-                runtime_cpus=recorded[cid], exclusive=exclusive, claim_uid=record["claimUID"] if record else "",
-                claim_name=record["claimName"] if record else "",
-                running=bool(status["state"].get("running"))))
+                container=name, container_id=found.container_id, source=source, store_cpus=cpus,
+                runtime_cpus=found.cpus, exclusive=exclusive, claim_uid=record["claimUID"] if record else "",
+                claim_name=record["claimName"] if record else "", running=running))
     return tuple(sorted(out, key=lambda c: (c.pod_uid, c.container)))

@@ -228,14 +228,31 @@ def read_ledger(root: Path) -> Ledger:
     return _ledger(raw["cpu"], raw["cci"], recorder, raw["online"].decode())
 
 
-def recorded_cpusets(text: str) -> dict[str, CPUs]:
-    """Container id -> the cpuset the kubelet last asked the runtime for (the recorder log, fake CPU ids)."""
-    out: dict[str, CPUs] = {}
+@dataclass(frozen=True)
+class RuntimeContainer:
+    """One container as the runtime holds it, from the recorder log: what the kubelet created, last asked for and
+    started, whatever the API server reports yet (it reports a start a PLEG relist and a status sync later)."""
+
+    container_id: str
+    cpus: CPUs | None  # the cpuset last asked for; None when the kubelet gave none
+    started: bool  # runc started it (the recorder logs a start only once runc returned success)
+
+
+def runtime_containers(text: str) -> dict[tuple[str, str], RuntimeContainer]:
+    """(pod uid, container name) -> the latest container the kubelet created for it (sandboxes aside)."""
+    latest: dict[tuple[str, str], str] = {}
+    cpus: dict[str, CPUs] = {}
+    started: set[str] = set()
     for line in text.splitlines():
         record = json.loads(line)
-        if record.get("cpus"):
-            out[record["id"]] = parse_cpulist(record["cpus"])
-    return out
+        cid = record.get("id", "")
+        if record.get("op") == "create" and record.get("container-type") == "container":
+            latest[(record.get("sandbox-uid", ""), record.get("container-name", ""))] = cid
+        elif record.get("op") == "start":
+            started.add(cid)
+        if record.get("op") in ("create", "update") and record.get("cpus"):
+            cpus[cid] = parse_cpulist(record["cpus"])
+    return {key: RuntimeContainer(cid, cpus.get(cid), cid in started) for key, cid in latest.items()}
 
 
 def _registry_lines(registry: str, since: float):

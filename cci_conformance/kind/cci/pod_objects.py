@@ -52,20 +52,6 @@ def pod_object(pod: PodSpec, name: str, node: str, image: str) -> dict:
             "spec": spec}
 
 
-def settled(pod: dict | None) -> dict | None:
-    """The pod once every container runs or the kubelet refused it (phase Failed); None before (or not there)."""
-    if pod is None:
-        return None
-    phase = pod["status"].get("phase", "")
-    statuses = pod["status"].get("containerStatuses", [])
-    if phase == "Failed":
-        return pod
-    if phase == "Running" and len(statuses) == len(pod["spec"]["containers"]) and \
-            all(s["state"].get("running") for s in statuses):
-        return pod
-    return None
-
-
 def sandbox_stalled(pod: dict | None) -> bool:
     """True when the kubelet admitted ``pod`` (it synced it past admission: the PodReadyToStartContainers
     condition exists) but the runtime has not started its sandbox. The CCI driver has no part in that step:

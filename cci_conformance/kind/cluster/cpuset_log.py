@@ -44,6 +44,8 @@ def parse(text: str) -> list[Record]:
         if not line.strip():
             continue
         raw = json.loads(line)
+        if raw["op"] not in ("create", "update"):
+            continue  # a start carries no cpuset: the container keeps the one of its create
         cid, cpus_text = raw["id"], raw.get("cpus", "")
         if raw["op"] == "create":
             identity[cid] = (raw.get("container-type", ""), raw.get("sandbox-namespace", ""),

@@ -5,6 +5,8 @@
 // cgroups accept only real ones. So the requested set is logged (one JSON line per create and
 // update, in /var/log/cci-cpusets.jsonl) and, when it is not a subset of the node's own cpuset,
 // folded onto it (CPU c -> the (c mod n)-th allowed CPU). Tests read the log, not cgroups.
+// A container's start is logged once runc started it, so the harness knows a pod runs as soon as
+// the runtime does, not a PLEG relist and a status sync later when the API server says so.
 // It also raises an oomScoreAdj the node may not set (see clampOOMScoreAdj).
 package main
 
@@ -13,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -288,6 +291,23 @@ func handleUpdate(args []string, rest []string, restStart int) []string {
 	return args
 }
 
+// handleStart runs runc start as a child and logs the start only when it succeeded: a logged
+// start means the container's process runs (runc start returns once it released it).
+func handleStart(args []string, id string) {
+	cmd := exec.Command(realRuntime, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	err := cmd.Run()
+	if err == nil {
+		record(map[string]any{"op": "start", "id": id})
+		os.Exit(0)
+	}
+	if exit, ok := err.(*exec.ExitError); ok {
+		os.Exit(exit.ExitCode())
+	}
+	fmt.Fprintf(os.Stderr, "cpuset-recorder: %s: %v\n", realRuntime, err)
+	os.Exit(127)
+}
+
 func main() {
 	args := os.Args[1:]
 	for i := 0; i < len(args); i++ {
@@ -306,6 +326,8 @@ func main() {
 				handleCreate(rest)
 			case "update":
 				args = handleUpdate(args, rest, i+1)
+			case "start":
+				handleStart(args, rest[len(rest)-1])
 			}
 		}
 		break
