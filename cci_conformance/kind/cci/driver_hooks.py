@@ -26,11 +26,14 @@ class DriverHooks:
                         "crictl inspect -o go-template --template '{{.info.pid}}'").strip()
         return int(out) if out.isdigit() else 0
 
-    def _driver_pod(self) -> dict | None:
-        """The driver's running pod on this worker (None while there is none)."""
+    def _driver_pod(self, deleting: bool = False) -> dict | None:
+        """The driver's running pod on this worker (None while there is none); with ``deleting``, also one whose
+        deletion has begun (its processes may still answer)."""
         selector = f"cci-driver={self.plan.driver_name},cci-node={self.plan.node_name}"
         running = [p for p in self.api.list_pods(selector) if p["metadata"]["namespace"] == cci_manifests.NAMESPACE
-                   and p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
+                   and p["status"].get("phase") == "Running"
+                   and (deleting or not p["metadata"].get("deletionTimestamp"))]
+        running.sort(key=lambda p: bool(p["metadata"].get("deletionTimestamp")))  # a live one first
         return running[0] if running else None
 
     def _registrations(self, read: NodeRead | None = None) -> int:
@@ -39,7 +42,7 @@ class DriverHooks:
         events = node_view.kubelet_registrations(read.registry, read.kubelet_since, self.driver)
         return sum(1 for e in events if e is None)
 
-    def _replace_driver_pod(self, hard: bool, before_delete=None) -> None:
+    def _replace_driver_pod(self, hard: bool) -> None:
         """The driver's pod goes (the DaemonSet makes a new one unless it selects no node), and with it every
         process of that pod. Hard: as a crash, without SIGTERM, so the sockets stay. The process is stopped
         (SIGSTOP) first and the pod's deletion ends it (its SIGTERM waits undelivered behind the stop, then
@@ -47,17 +50,16 @@ class DriverHooks:
         lands, and that restarted driver registers, then removes the sockets of the pod replacing it when the
         deletion stops it (seen on kind as registered, deregistered, registered: an admission in the gap was
         refused with DriverNotRegistered)."""
-        found = self._driver_pod()
+        # A pod already being deleted counts: once stop_driver pointed the DaemonSet away, its controller deletes
+        # the pod itself, gracefully, and a driver not awaited here still answered the next admission (a ROBUST-004
+        # false fail on kind: the claim pod was admitted, then its Add found the driver gone).
+        found = self._driver_pod(deleting=True)
         if found is None:
-            if before_delete is not None:
-                before_delete()
             return
         pod, uid = found["metadata"]["name"], found["metadata"]["uid"]
         pid = self._driver_pid() if hard else 0
         if pid:
             node_exec(self.node, f"kill -STOP {pid} 2>/dev/null || true")  # a driver that died meanwhile is fine
-        if before_delete is not None:
-            before_delete()
         # Hard: no grace period, the object goes at once (kubectl delete --grace-period=0 --force); soft: the pod's
         # own grace period. Either way the object is awaited gone (kubectl's --wait), the DaemonSet's next pod is
         # another object with another name.
@@ -76,13 +78,10 @@ class DriverHooks:
         self._wait_registered(before)
 
     def stop_driver(self, hard: bool = True) -> None:
-        """The DaemonSet selects no node, so its pod goes and no new one comes (SIGKILL first when hard). Its pod
-        is found, and stopped when hard, before the DaemonSet changes: the DaemonSet controller then deletes that
-        pod itself, gracefully, and a pod already being deleted was not found, so a hard stop became a SIGTERM the
-        harness did not wait for (seen on kind: ROBUST-004's next claim pod was admitted by the still running
-        driver, which then deregistered before the pod's Add)."""
+        """The DaemonSet selects no node, so its pod goes and no new one comes (SIGKILL first when hard)."""
+        self._select_worker(False)
         self._driver_stopped = True
-        self._replace_driver_pod(hard, before_delete=lambda: self._select_worker(False))
+        self._replace_driver_pod(hard)
         if not hard:  # SIGTERM removes the registration socket (spec S1.9): the kubelet deregisters it
             wait_for(lambda: self.driver not in self.snapshot().drivers, 60, interval=0.5,
                      what=f"the kubelet to deregister {self.driver}")
