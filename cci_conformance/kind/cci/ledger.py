@@ -34,7 +34,7 @@ def _container_id(status: dict) -> str:
     return status.get("containerID", "").split("://", 1)[-1]
 
 
-def _runtime_of(pod: dict, read: Ledger,
+def _runtime_of(pod: dict,
                 runtime: dict[tuple[str, str], RuntimeContainer]) -> list[tuple[str, RuntimeContainer, bool]]:
     """(name, runtime container, running) of every container of ``pod`` the runtime was asked to create, in the
     pod's order. The runtime is the source: the API server reports a container a PLEG relist (up to a second)
@@ -67,7 +67,7 @@ def assignments(pod: dict, read: Ledger) -> tuple[ContainerAssignment, ...]:
     them, each with the id of the container the runtime runs."""
     real = pod["metadata"]["uid"]
     out = []
-    for name, found, _ in _runtime_of(pod, read, runtime_containers(read.recorder)):
+    for name, found, _ in _runtime_of(pod, runtime_containers(read.recorder)):
         source, cpus, exclusive, record = _placement(read, real, name)
         groups = tuple(parse_cpulist(g["cpuset"]) for g in record["groups"]) if record else ()
         out.append(ContainerAssignment(real, name, found.container_id, cpus, exclusive, source, groups))
@@ -99,7 +99,7 @@ def containers_of(pods: list[dict], read: Ledger) -> tuple[ContainerState, ...]:
     out = []
     for pod in pods:
         meta = pod["metadata"]
-        for name, found, running in _runtime_of(pod, read, runtime):
+        for name, found, running in _runtime_of(pod, runtime):
             source, cpus, exclusive, record = _placement(read, meta["uid"], name)
             out.append(ContainerState(
                 namespace=meta["namespace"], pod_name=meta["name"], pod_uid=meta["uid"],
