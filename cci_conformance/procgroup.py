@@ -85,21 +85,28 @@ def _peek(proc: subprocess.Popen) -> os.waitid_result | None:
         return None
 
 
+def _status(proc) -> int | None:
+    """``Popen.returncode`` semantics without reaping; None while it runs. A process that is not our child (a node
+    of the fork server, node/forkserver.py) answers ``peek()`` itself, with the same promise."""
+    if proc.returncode is not None:
+        return proc.returncode
+    peek = getattr(proc, "peek", None)
+    if peek is not None:
+        return peek()
+    info = _peek(proc)
+    if info is None:
+        return proc.returncode  # _peek sets returncode if reaped elsewhere
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
 def running(proc: subprocess.Popen | None) -> bool:
     """Whether the child still runs (never reaps it, unlike ``Popen.poll``)."""
-    if proc is None or proc.returncode is not None:
-        return False
-    return _peek(proc) is None and proc.returncode is None  # _peek sets returncode if reaped elsewhere
+    return proc is not None and _status(proc) is None
 
 
 def exit_status(proc: subprocess.Popen | None) -> int | None:
     """``Popen.returncode`` semantics (negative: killed by that signal), without reaping; None while it runs."""
-    if proc is None or proc.returncode is not None:
-        return None if proc is None else proc.returncode
-    info = _peek(proc)
-    if info is None:
-        return proc.returncode
-    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+    return None if proc is None else _status(proc)
 
 
 def signal_group(proc: subprocess.Popen | None, sig: int) -> None:

@@ -24,6 +24,7 @@ from ..errors import ConfigError
 from ..node.api import AdmissionResult, NodeSnapshot, PersistedState, PodSpec
 from ..node.checkpoint import CCI_JOURNAL_FILE, CCI_STATE_FILE, CPU_STATE_FILE
 from ..node.client import FAST_RECONNECT, NodeClient
+from ..node.forkserver import fork_server
 from ..node.persisted import persisted_state
 from ..node.profile import parse_config
 from ..node.runtime import CPUSET_FILE, container_dir
@@ -127,13 +128,19 @@ class EmbeddedSession:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
         env.update(self.env)
-        # a SIGKILLed harness runs no cleanup: the kernel kills its node then (procgroup.with_parent_death)
-        argv, preexec = with_parent_death([sys.executable, "-m", "cci_conformance.node", "--config",
-                                           str(self.node_config)])
-        with open(self.logs / "node.log", "ab") as log:
-            self._node = subprocess.Popen(argv, cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL, stdout=log,
-                                          stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                          preexec_fn=preexec)
+        args = ["--config", str(self.node_config)]
+        # Forked from a process that imported the node already, where it can (node/forkserver.py: a fifth of a
+        # run's CPU went to those imports); else a new interpreter. Either way a SIGKILLed harness runs no cleanup,
+        # and the kernel kills its node then (procgroup.with_parent_death).
+        server = fork_server(env, str(PROJECT_ROOT))
+        if server is not None:
+            self._node = server.spawn(args, str(PROJECT_ROOT), env, str(self.logs / "node.log"))
+        else:
+            argv, preexec = with_parent_death([sys.executable, "-m", "cci_conformance.node", *args])
+            with open(self.logs / "node.log", "ab") as log:
+                self._node = subprocess.Popen(argv, cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL, stdout=log,
+                                              stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                              preexec_fn=preexec)
         self._procs.append(self._node)
         try:
             self.wait_node_ready(generation_above)

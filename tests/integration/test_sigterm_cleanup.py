@@ -25,8 +25,10 @@ STARTUP_DEADLINE_S = 120.0  # pytest start, the startup probe's session, then th
 EXIT_DEADLINE_S = 45.0  # an embedded run ends in seconds (the CLI would wait up to INTERRUPT_GRACE_S for a kind run)
 
 
-def run_processes(marker: str) -> dict[int, list[str]]:
-    """pid -> argv of every live process whose environment carries the marker (zombies left out)."""
+def run_processes(marker: str) -> dict[int, str]:
+    """pid -> where the stdout of every live process whose environment carries the marker goes (zombies left
+    out). A node writes to ``<workdir>/logs/node.log``, whether started as an interpreter of its own or forked
+    from the node fork server (node/forkserver.py, whose forks keep its command line)."""
     found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -36,14 +38,14 @@ def run_processes(marker: str) -> dict[int, list[str]]:
                 continue
             if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
                 continue
-            found[int(entry.name)] = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            found[int(entry.name)] = os.readlink(entry / "fd" / "1")
         except OSError:  # gone meanwhile, or not ours
             continue
     return found
 
 
 class RunWatch:
-    """The scratch directories of the run's node sessions (each node's --config names its workdir)."""
+    """The scratch directories of the run's node sessions (each node logs to its workdir's logs/node.log)."""
 
     def __init__(self, marker: str):
         self.marker = marker
@@ -53,10 +55,10 @@ class RunWatch:
     def live_sessions(self) -> list[Path]:
         """Workdirs of nodes that run now and have a driver registration socket."""
         up = []
-        for argv in run_processes(self.marker).values():
-            if "cci_conformance.node" not in argv or "--config" not in argv:
+        for stdout in run_processes(self.marker).values():
+            if not stdout.endswith("/logs/node.log"):
                 continue
-            workdir = Path(argv[argv.index("--config") + 1]).parent
+            workdir = Path(stdout).parent.parent
             self.workdirs.add(workdir)
             if (workdir / "machine").is_symlink():
                 self.machines.add(Path(os.readlink(workdir / "machine")))
