@@ -24,7 +24,7 @@ from ..errors import ConfigError
 from ..node.api import AdmissionResult, NodeSnapshot, PersistedState, PodSpec
 from ..node.checkpoint import CCI_JOURNAL_FILE, CCI_STATE_FILE, CPU_STATE_FILE
 from ..node.client import FAST_RECONNECT, NodeClient
-from ..node.forkserver import fork_server
+from ..node.forkserver import ForkServerError, fork_server
 from ..node.persisted import persisted_state
 from ..node.profile import parse_config
 from ..node.runtime import CPUSET_FILE, container_dir
@@ -133,9 +133,11 @@ class EmbeddedSession:
         # run's CPU went to those imports); else a new interpreter. Either way a SIGKILLed harness runs no cleanup,
         # and the kernel kills its node then (procgroup.with_parent_death).
         server = fork_server(env, str(PROJECT_ROOT))
-        if server is not None:
-            self._node = server.spawn(args, str(PROJECT_ROOT), env, str(self.logs / "node.log"))
-        else:
+        try:
+            self._node = server and server.spawn(args, str(PROJECT_ROOT), env, str(self.logs / "node.log"))
+        except ForkServerError:  # it went away (it is started again next time): this node starts the slow way
+            self._node = None
+        if self._node is None:
             argv, preexec = with_parent_death([sys.executable, "-m", "cci_conformance.node", *args])
             with open(self.logs / "node.log", "ab") as log:
                 self._node = subprocess.Popen(argv, cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL, stdout=log,

@@ -104,3 +104,22 @@ def test_the_embedded_backend_starts_its_node_from_the_fork_server():
     finally:
         session.close()
     assert session.node_pid is None and not session.workdir.exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux-only")
+def test_a_killed_fork_server_takes_its_nodes_and_the_next_start_gets_a_new_one():
+    from cci_conformance.backends.base import SessionConfig
+    from cci_conformance.backends.embedded import EmbeddedSession
+    from cci_conformance.certify.settings import load_node_profile, load_topology
+
+    session = EmbeddedSession(SessionConfig(load_topology("laptop-1s4c-smt2"), load_node_profile("coexistence"),
+                                            None, Path(tempfile.mkdtemp(prefix="cci-", dir="/tmp"))))
+    try:
+        old = session._node
+        os.kill(old.server._proc.pid, signal.SIGKILL)
+        wait_for(lambda: not alive(old.pid), 10, what="the kernel to kill the node of the killed fork server")
+        assert session.node_pid is None  # reported gone, never signalled again
+        session.restart_node(hard=True)
+        assert session._node.server is not old.server and session.client.ping(timeout=5).generation >= 1
+    finally:
+        session.close()
