@@ -85,6 +85,13 @@ def _peek(proc: subprocess.Popen) -> os.waitid_result | None:
         return None
 
 
+def returncode_of(info: os.waitid_result | None) -> int | None:
+    """A ``waitid`` result as ``Popen.returncode`` (negative: killed by that signal); None for no exit yet."""
+    if info is None:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
 def _status(proc) -> int | None:
     """``Popen.returncode`` semantics without reaping; None while it runs. A process that is not our child (a node
     of the fork server, node/forkserver.py) answers ``peek()`` itself, with the same promise."""
@@ -96,7 +103,7 @@ def _status(proc) -> int | None:
     info = _peek(proc)
     if info is None:
         return proc.returncode  # _peek sets returncode if reaped elsewhere
-    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+    return returncode_of(info)
 
 
 def running(proc: subprocess.Popen | None) -> bool:

@@ -27,7 +27,7 @@ import sys
 import threading
 import traceback
 
-from ..procgroup import dies_with_parent, with_parent_death
+from ..procgroup import dies_with_parent, returncode_of, with_parent_death
 
 REPLY_TIMEOUT_S = 10.0  # a request is a fork or a waitid: milliseconds, unless the server is gone
 START_TIMEOUT_S = 60.0  # the imports, on a loaded 2-core host
@@ -40,12 +40,6 @@ class ForkServerError(RuntimeError):
 
 
 # ---- the server process ----
-def _status(info: os.waitid_result | None) -> int | None:
-    if info is None:
-        return None
-    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-
-
 def _run_node(request: dict, arm, led: int) -> None:
     """In the forked child: become what ``python -m cci_conformance.node ARGS`` would be, then exit."""
     code = 1
@@ -94,7 +88,7 @@ def _handle(request: dict) -> dict:
         os.close(wait_end)
         return {"pid": child}
     if op == "peek":
-        return {"status": _status(os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT))}
+        return {"status": returncode_of(os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT))}
     if op == "reap":
         _, raw = os.waitpid(pid, 0)
         return {"status": os.waitstatus_to_exitcode(raw)}
