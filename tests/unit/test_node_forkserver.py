@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cci_conformance import procgroup
-from cci_conformance.node.forkserver import ForkServer, ForkServerError
+from cci_conformance.node.forkserver import ForkedNode, ForkServer, ForkServerError
 from cci_conformance.paths import PROJECT_ROOT
 from cci_conformance.waiting import wait_for
 
@@ -86,15 +86,19 @@ def test_a_bad_request_is_answered_with_its_error_and_the_server_goes_on(server,
     assert procgroup.stop_group(node) == 2
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux-only")
-def test_the_embedded_backend_starts_its_node_from_the_fork_server():
+def embedded_session():
+    """An embedded session without a driver, in a short scratch path (unix socket paths are short)."""
     from cci_conformance.backends.base import SessionConfig
     from cci_conformance.backends.embedded import EmbeddedSession
     from cci_conformance.certify.settings import load_node_profile, load_topology
-    from cci_conformance.node.forkserver import ForkedNode
 
-    session = EmbeddedSession(SessionConfig(load_topology("laptop-1s4c-smt2"), load_node_profile("coexistence"),
-                                            None, Path(tempfile.mkdtemp(prefix="cci-", dir="/tmp"))))
+    return EmbeddedSession(SessionConfig(load_topology("laptop-1s4c-smt2"), load_node_profile("coexistence"),
+                                         None, Path(tempfile.mkdtemp(prefix="cci-", dir="/tmp"))))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux-only")
+def test_the_embedded_backend_starts_its_node_from_the_fork_server():
+    session = embedded_session()
     try:
         assert isinstance(session._node, ForkedNode)
         first = session.node_pid
@@ -108,12 +112,7 @@ def test_the_embedded_backend_starts_its_node_from_the_fork_server():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux-only")
 def test_a_killed_fork_server_takes_its_nodes_and_the_next_start_gets_a_new_one():
-    from cci_conformance.backends.base import SessionConfig
-    from cci_conformance.backends.embedded import EmbeddedSession
-    from cci_conformance.certify.settings import load_node_profile, load_topology
-
-    session = EmbeddedSession(SessionConfig(load_topology("laptop-1s4c-smt2"), load_node_profile("coexistence"),
-                                            None, Path(tempfile.mkdtemp(prefix="cci-", dir="/tmp"))))
+    session = embedded_session()
     try:
         old = session._node
         os.kill(old.server._proc.pid, signal.SIGKILL)
