@@ -229,6 +229,14 @@ def test_the_ledger_reads_the_kubelets_files_through_the_node_root(tmp_path):
     assert node_view.read_ledger(_node_root(tmp_path / "fresh", cci, None)).recorder == ""  # nothing recorded yet
 
 
+def test_the_ledger_leaves_a_recorder_line_still_being_appended_for_the_next_read(tmp_path):
+    cci = _CCI_HEAD + '"containers":[],"pending":[]}'
+    whole = _created("ida", "a", "c0", "2-3")
+    ledger = node_view.read_ledger(_node_root(tmp_path, cci, whole + '{"op":"create","id":"idb","cpu'))
+    assert ledger.recorder == whole
+    assert set(node_view.runtime_containers(ledger.recorder)) == {("a", "c0")}
+
+
 def test_a_ledger_with_a_missing_or_corrupt_checkpoint_is_an_error_naming_the_file(tmp_path):
     root = _node_root(tmp_path, _CCI_HEAD + '"containers":[],"pending":[]}', "")
     raw = (root / "var/lib/kubelet/cci_manager_state").read_bytes()

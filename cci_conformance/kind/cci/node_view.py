@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -17,6 +16,7 @@ from ...node.api import OwedRemove, SnapshotError
 from ...node.checkpoint import CCI_STATE_FILE, CPU_STATE_FILE
 from ...node.codec import owed_from_dict
 from ...node.cpumanager import CPUManagerState, loads
+from ..cluster.cpuset_log import complete, entries
 from ..cluster.node_access import RECORDER_LOG
 from ..cluster.node_shell import ShellBroken, shell_for
 
@@ -205,7 +205,7 @@ def _ledger_by_shell(node: str, registration_socket: str) -> tuple[Ledger, str, 
 def _ledger(cpu_raw: bytes, cci_raw: bytes, recorder: str, online: str) -> Ledger:
     """The ledger decoded (both checkpoints checksum-verified), however its files were read."""
     return Ledger(cpu_raw=cpu_raw, cci_raw=cci_raw, cpu=loads(cpu_raw, path=CPU_STATE_PATH),
-                  cci=checkpoint.decode(cci_raw, CCI_STATE_PATH), recorder=recorder,
+                  cci=checkpoint.decode(cci_raw, CCI_STATE_PATH), recorder=complete(recorder),
                   online=parse_cpulist(online.strip()))
 
 
@@ -213,7 +213,8 @@ def read_ledger(root: Path) -> Ledger:
     """The ledger read as plain files through the node container's root as the host sees it (``/proc/<pid>/root``):
     the session's waits poll it several times a second, and a ``docker exec`` costs about 0.2 CPU-seconds of a
     2-core host, which the kubelet under test needs. The kubelet replaces its checkpoints by rename (its
-    checkpoint manager's file store) and the recorder appends whole lines, so a read never sees half a write."""
+    checkpoint manager's file store), so a checkpoint is never read half written; the recorder log may end in a line
+    still being appended, which the ledger leaves for the next read (cpuset_log.complete)."""
     paths = {"cpu": CPU_STATE_PATH, "cci": CCI_STATE_PATH, "online": ONLINE}
     raw = {}
     for part, path in paths.items():
@@ -243,8 +244,7 @@ def runtime_containers(text: str) -> dict[tuple[str, str], RuntimeContainer]:
     latest: dict[tuple[str, str], str] = {}
     cpus: dict[str, CPUs] = {}
     started: set[str] = set()
-    for line in text.splitlines():
-        record = json.loads(line)
+    for record in entries(text):
         cid = record.get("id", "")
         if record.get("op") == "create" and record.get("container-type") == "container":
             latest[(record.get("sandbox-uid", ""), record.get("container-name", ""))] = cid

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from ...cpuset import parse_cpulist
 from ...node import checkpoint
 from ...node.cpumanager import CPUManagerState, loads
+from .cpuset_log import LOG_PATH, entries
 
 STATE_PATH = "/var/lib/kubelet/cpu_manager_state"
 # The CCI-patched kubelet's own checkpoint (kubelet-cci/README.md), in the embedded node's format.
 CCI_STATE_PATH = "/var/lib/kubelet/cci_manager_state"
-RECORDER_LOG = "/var/log/cci-cpusets.jsonl"
+RECORDER_LOG = LOG_PATH
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,7 @@ class NodeAccess:
         text = self.host.file(RECORDER_LOG).content_string if self.host.file(RECORDER_LOG).exists else ""
         created: dict[str, dict] = {}
         latest: dict[str, tuple[str, str]] = {}
-        for line in text.splitlines():
-            record = json.loads(line)
+        for record in entries(text):
             if record["op"] == "create":
                 created[record["id"]] = record
             if record.get("cpus"):
