@@ -7,8 +7,7 @@ from pathlib import Path
 
 from ..dra.deployment import APP, NAMESPACE, DriverDeployment, objects
 from ..dra.worker import Worker
-from ..kind.cluster.cpuset_log import Record
-from ..kind.cluster.node_access import RECORDER_LOG
+from ..kind.cluster.cpuset_log import RECORDER_LOG, Record
 from ..kind.runner import CommandFailed
 from ..waiting import wait_for
 from . import cgroup_log

@@ -6,10 +6,9 @@ import hashlib
 import json
 from pathlib import Path
 
-from ..kind.cluster.cpuset_log import Record, parse
+from ..kind.cluster.cpuset_log import RECORDER_LOG, Record, parse
 from ..kind.cluster.kube_api import KubeAPI, KubeAPIError
 from ..kind.cluster.lifecycle import KindCluster
-from ..kind.cluster.node_access import RECORDER_LOG
 from ..kind.cluster.pods import pause_image
 from ..kind.image import gobuild
 from ..kind.image.nodeimage import ASSETS  # the node image's sources, the recorder among them

@@ -16,8 +16,7 @@ from ...node.api import OwedRemove, SnapshotError
 from ...node.checkpoint import CCI_STATE_FILE, CPU_STATE_FILE
 from ...node.codec import owed_from_dict
 from ...node.cpumanager import CPUManagerState, loads
-from ..cluster.cpuset_log import complete, entries
-from ..cluster.node_access import RECORDER_LOG
+from ..cluster.cpuset_log import RECORDER_LOG, complete, entries
 from ..cluster.node_shell import ShellBroken, shell_for
 
 KUBELET_ROOT = "/var/lib/kubelet"

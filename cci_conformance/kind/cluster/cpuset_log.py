@@ -8,7 +8,7 @@ from datetime import datetime
 
 from ...cpuset import parse_cpulist
 
-LOG_PATH = "/var/log/cci-cpusets.jsonl"  # in the node (assets/cpuset-recorder.go)
+RECORDER_LOG = "/var/log/cci-cpusets.jsonl"  # in the node (assets/cpuset-recorder.go)
 
 # An empty `cpus` at create means the runtime was asked for no cpuset: the container may run on every
 # CPU of the node (docs/dra-cpu.md "What each observation point gives"), so it overlaps every grant.
@@ -60,7 +60,7 @@ def entries(text: str) -> list[dict]:
         except ValueError as exc:
             entry = exc
         if not isinstance(entry, dict):
-            raise RecorderLogError(f"{LOG_PATH} line {number} is not a JSON object ({entry}): {line[:200]!r}; "
+            raise RecorderLogError(f"{RECORDER_LOG} line {number} is not a JSON object ({entry}): {line[:200]!r}; "
                                    "the node image's cpuset recorder is not this harness's: rebuild the image")
         out.append(entry)
     return out

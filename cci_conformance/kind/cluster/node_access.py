@@ -7,12 +7,11 @@ from dataclasses import dataclass
 from ...cpuset import parse_cpulist
 from ...node import checkpoint
 from ...node.cpumanager import CPUManagerState, loads
-from .cpuset_log import LOG_PATH, entries
+from .cpuset_log import RECORDER_LOG, entries
 
 STATE_PATH = "/var/lib/kubelet/cpu_manager_state"
 # The CCI-patched kubelet's own checkpoint (kubelet-cci/README.md), in the embedded node's format.
 CCI_STATE_PATH = "/var/lib/kubelet/cci_manager_state"
-RECORDER_LOG = LOG_PATH
 
 
 @dataclass(frozen=True)
