@@ -150,3 +150,21 @@ def test_a_ledger_with_a_missing_or_corrupt_checkpoint_is_an_error_naming_the_fi
     (root / "var/lib/kubelet/cpu_manager_state").unlink()
     with pytest.raises(node_view.NodeReadError, match="/var/lib/kubelet/cpu_manager_state is missing"):
         node_view.read_ledger(root)
+
+
+def test_a_release_is_seen_only_once_the_held_cpus_are_back_in_the_shared_pool():
+    """The static policy's RemoveContainer writes its checkpoint twice (the entry deleted, then the shared pool
+    grown): the read between the two writes is not a release, or a check after it compares the runtime with a
+    shared pool the kubelet is about to grow (a false ACCT-008 failure on kind on a slow host)."""
+    whole = _read([], {"gone": {"c0": parse_cpulist("4,20")}, "other": {"c0": parse_cpulist("5")}},
+                  default="0-3,6-19,21-31")
+    held = ledger.held_by(whole, {"gone"})
+    assert held == {4, 20}
+    assert not ledger.released(whole, {"gone"}, held)
+    between = _read([], {"other": {"c0": parse_cpulist("5")}}, default="0-3,6-19,21-31")
+    assert not ledger.released(between, {"gone"}, held)
+    after = _read([], {"other": {"c0": parse_cpulist("5")}}, default="0-4,6-31")
+    assert ledger.released(after, {"gone"}, held)
+    # CPUs handed on to another pod's assignment are released too; a CCI record left is not.
+    assert ledger.released(_read([], {"next": {"c0": parse_cpulist("4,20")}}), {"gone"}, held)
+    assert not ledger.released(_read([_record("gone")], {}, default="0-31"), {"gone"}, held)

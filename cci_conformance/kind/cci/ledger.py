@@ -107,3 +107,19 @@ def containers_of(pods: list[dict], read: Ledger) -> tuple[ContainerState, ...]:
                 runtime_cpus=found.cpus, exclusive=exclusive, claim_uid=record["claimUID"] if record else "",
                 claim_name=record["claimName"] if record else "", running=running))
     return tuple(sorted(out, key=lambda c: (c.pod_uid, c.container)))
+
+
+def held_by(read: Ledger, pod_uids: set[str]) -> CPUs:
+    """Every CPU the CPU manager's checkpoint assigns to a container of these pods."""
+    return frozenset().union(*(cpus for uid in pod_uids for cpus in read.cpu.entries.get(uid, {}).values()))
+
+
+def released(read: Ledger, pod_uids: set[str], held: CPUs) -> bool:
+    """Whether the kubelet released these pods: no assignment and no CCI record left, and the CPUs they held
+    (``held``, read before the deletion) back in the shared pool or assigned again. The static policy's
+    RemoveContainer writes its checkpoint twice (policy_static.go: the entry deleted, then the shared pool grown):
+    a read between the two writes shows the entry gone and its CPUs in neither, a state no caller may settle on
+    (ACCT-008 once compared the runtime with the shared pool of such a read, on a slow host)."""
+    if pod_uids & set(read.cpu.entries) or any(c["podUID"] in pod_uids for c in read.cci["containers"]):
+        return False
+    return held <= read.cpu.default_cpuset | read.cpu.assigned()

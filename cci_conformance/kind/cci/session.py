@@ -23,7 +23,7 @@ from . import node_view
 from .call_log import CallLog
 from .driver_hooks import DriverHooks
 from .kubelet_restarts import KubeletRestarts
-from .ledger import assignments, containers_of, effective, exclusive_map, pod_started
+from .ledger import assignments, containers_of, effective, exclusive_map, held_by, pod_started, released
 from .node_view import Ledger, NodeRead, node_exec, read_ledger, read_node
 from .pod_objects import LABEL, NODE_LABEL, claim_objects, pod_object, sandbox_stalled
 from .run_cluster import RunCluster
@@ -111,6 +111,10 @@ class KindSession(KubeletRestarts, DriverHooks):
         except PermissionError:
             return self._read()
 
+    def _readable_ledger(self) -> Ledger:
+        """The ledger, read as soon as its files can be (the waits on it retry a read that fails)."""
+        return wait_for(self._ledger, RELEASE_TIMEOUT_S, interval=LEDGER_POLL_S, what=f"{self.node}'s ledger")
+
     def _ds_name(self) -> str:
         return cci_manifests.daemonset_name(self.plan)
 
@@ -123,8 +127,13 @@ class KindSession(KubeletRestarts, DriverHooks):
 
     def _clean_node(self) -> None:
         """A new session starts on an empty ledger: whatever an earlier session left is deleted and released."""
+        before = self._readable_ledger()
+        owners = set(before.cpu.entries)
+        held = held_by(before, owners)
         self._delete_all()
-        wait_for(lambda: not (r := self._ledger()).cpu.entries and not r.cci["containers"] and not r.cci["pending"],
+        # Their CPUs back in the shared pool too (ledger.released: the kubelet writes a release in two steps).
+        wait_for(lambda: released(r := self._ledger(), owners, held) and not r.cpu.entries
+                 and not r.cci["containers"] and not r.cci["pending"],
                  RELEASE_TIMEOUT_S, interval=LEDGER_POLL_S, what=f"{self.node} to hold no grant before a new session")
 
     def _fresh_driver(self) -> None:
@@ -303,20 +312,18 @@ class KindSession(KubeletRestarts, DriverHooks):
                 targets.append((spec_uid, *self._pods[spec_uid]))
         if not targets:
             return
+        reals = {real for *_, real in targets}
+        held = held_by(self._readable_ledger(), reals)
         # No wait for the API objects to go: what the contract promises is the kubelet's release, awaited below.
         for _, namespace, name, _ in targets:
             self.api.delete_pod(namespace, name)
             self.api.delete_claims(namespace, f"{LABEL}={name}")
-        reals = {real for *_, real in targets}
         names = ", ".join(f"{namespace}/{name}" for _, namespace, name, _ in targets)
-
-        def released():
-            r = self._ledger()
-            return not reals & set(r.cpu.entries) and all(c["podUID"] not in reals for c in r.cci["containers"])
 
         def delivered():
             return all(e["podUID"] not in reals for e in self._ledger().cci["pending"])
-        wait_for(released, RELEASE_TIMEOUT_S, interval=LEDGER_POLL_S, what=f"the kubelet to release pod {names}")
+        wait_for(lambda: released(self._ledger(), reals, held), RELEASE_TIMEOUT_S, interval=LEDGER_POLL_S,
+                 what=f"the kubelet to release pod {names}")
         # The Removes the kubelet owes the driver for them follow the release. Awaited for one RPC deadline and a
         # margin, not required: a paused or dead driver keeps them owed (snapshot.pending shows it, and the
         # suites that care check it), as the embedded node's delete_pod returns with them owed.
