@@ -137,8 +137,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if _is_worker(config):
         config.pluginmanager.register(StartFailureStop(config), "cci-start-failure-stop")
         # Each test holds the latency lock shared, so a measurement runs beside none of another worker's tests, on
-        # every backend (docs/spec.md 4.5): on kind the CCI fills once ran beside the other worker's tests to save
-        # minutes, and on a slow host the reference's median went over its budget (10.0-10.7 ms against 10).
+        # every backend (docs/spec.md 4.5): the CCI fills on kind once ran beside the other worker's pod starts.
         if _asked_for_certification(config):
             from .certify.measuring import QuietMeasurements
 
