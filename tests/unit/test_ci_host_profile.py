@@ -34,10 +34,10 @@ def test_a_slower_host_gets_longer_times_a_lower_throughput_floor_and_the_same_r
 
 def test_a_host_as_fast_as_the_reference_hosts_keeps_the_default_profile(tmp_path, monkeypatch, capsys):
     tool = _tool()
-    monkeypatch.setattr(tool, "loop_seconds", lambda: 0.5)
+    monkeypatch.setattr(tool, "loop_seconds", lambda runs=1: 0.5)
     assert tool.main(str(tmp_path)) == 0
     assert capsys.readouterr().out.strip() == "default"
     assert not list(tmp_path.iterdir())
-    monkeypatch.setattr(tool, "loop_seconds", lambda: 1.8)
+    monkeypatch.setattr(tool, "loop_seconds", lambda runs=1: 1.8)
     assert tool.main(str(tmp_path)) == 0
     assert load_budgets(capsys.readouterr().out.strip()).name == "default-host-x2-0"

@@ -3,26 +3,15 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import yaml
 
-# The single-core figure bench_certification.py prints (a 20M-addition Python loop) on the fast 2-core hosts where
+from cci_conformance.hostspeed import loop_seconds
+
+# The single-core figure bench_certification.py prints (cci_conformance.hostspeed) on the fast 2-core hosts where
 # the default budgets were met with margin on kind (0.67-0.88 s; the reference's median 4-8 ms against 10 ms).
 REFERENCE_LOOP_S = 0.9
-
-
-def loop_seconds() -> float:
-    """The best of three runs of the loop (the least disturbed by whatever else runs)."""
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        total = 0
-        for i in range(20_000_000):
-            total += i
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def scaled(profile: dict, factor: float) -> dict:
@@ -37,7 +26,7 @@ def scaled(profile: dict, factor: float) -> dict:
 
 
 def main(out_dir: str) -> int:
-    loop = loop_seconds()
+    loop = loop_seconds(runs=3)
     factor = max(1.0, loop / REFERENCE_LOOP_S)
     print(f"host single-core loop {loop:.2f} s: latency budgets scaled {factor:.1f}x", file=sys.stderr)
     if factor == 1.0:
