@@ -123,7 +123,7 @@ class PodSpec:
 # plugin's error in CreateContainer or StartContainer ends here. Such a pod is not on its way to running: the
 # kubelet only tries the container again on its back-off.
 RUNTIME_REFUSALS = frozenset({"CreateContainerError", "RunContainerError"})
-# How long a refusal must last before create_pod gives up waiting for the pod (docs/spec.md S5.6): the kubelet
+# How long a refusal must last before create_pod gives up waiting for the pod (docs/spec-dra.md S5.6): the kubelet
 # tries a refused container again within seconds, so this spans several refused attempts.
 REFUSAL_GRACE_S = 30.0
 

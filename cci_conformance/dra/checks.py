@@ -159,7 +159,7 @@ def settled(problems_now, timeout: float = SETTLE_S) -> list[str]:
 
 def need_offered(session: DraSession, held: int, pinned: int = 0) -> None:
     """Not applicable on a machine whose CPUs offered to claims (online - reserved) cannot hold ``held`` CPUs in
-    claims at once, ``pinned`` more pinned by the kubelet, and one CPU for the shared pool (docs/spec.md S5.4):
+    claims at once, ``pinned`` more pinned by the kubelet, and one CPU for the shared pool (docs/spec-dra.md S5.4):
     there, a correct driver's refusal would read as a failure."""
     from ..certify.outcomes import not_applicable
 

@@ -14,7 +14,7 @@ from cci_conformance.dra.checks import need_offered
 MIN_PREPARATIONS = 100
 # Pods are created one at a time, each running before the next (its NodePrepareResources alone, as the budget is
 # meant), and deleted DELETE_BATCH at a time: a deletion waits for the kubelet's whole pod stop, which no
-# preparation overlaps since the next pod comes once they are gone (docs/spec.md S5.5).
+# preparation overlaps since the next pod comes once they are gone (docs/spec-dra.md S5.5).
 DELETE_BATCH = 4
 PREPARE_P99_S = 0.1  # the smallest bucket of DRADurationBuckets: a p99 within it is within 100 ms
 POD_START_P99_S = 5.0  # pod startup SLO (sig-scalability pod_startup_latency.md): p99 <= 5 s

@@ -23,7 +23,7 @@ CATALOG = yaml.safe_load((SUITES_DIR / "dra" / "requirements.yaml").read_text())
 RUN_TIMEOUT_S = 1800  # one cluster per profile: created, the driver built and loaded, the tests run, deleted
 OPT_IN = "CCI_KIND_DRA_MUTANTS"  # "1": run them (about 5 minutes each on 2 cores: not part of CI)
 # "grouped": the reference and its mutants run with --cpu-device-mode=grouped (a share of a NUMA node's capacity per
-# claim, the CPUs picked by the driver: internal/alloc), and the suites read claims as docs/spec.md S5.3 says
+# claim, the CPUs picked by the driver: internal/alloc), and the suites read claims as docs/spec-dra.md S5.3 says
 DEVICE_MODE = os.environ.get("CCI_KIND_DRA_DEVICE_MODE", "individual")
 
 

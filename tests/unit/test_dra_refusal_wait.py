@@ -1,4 +1,4 @@
-"""A DRA pod the runtime keeps refusing is judged after the refusal grace, not at the end of the wait (spec S5.6)."""
+"""A DRA pod the runtime keeps refusing is judged after the refusal grace, not at its wait's end (spec-dra S5.6)."""
 
 from __future__ import annotations
 

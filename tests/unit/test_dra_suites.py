@@ -212,7 +212,7 @@ def test_each_broken_rule_fails_its_requirement_in_grouped_mode(pytester, fault,
 
 
 def test_a_machine_too_small_for_a_test_makes_it_not_applicable_with_the_count_never_failed(pytester, tmp_path):
-    """A real node of 2 CPUs (docs/spec.md S5.4): a test that holds two claims and a shared CPU cannot be run there,
+    """A real node of 2 CPUs (docs/spec-dra.md S5.4): a test that holds two claims and a shared CPU cannot be run there,
     and a correct driver's refusal must not read as its failure. Not applicable on the machine; with no other
     machine in the run, untested (never passed), with the count in the reason."""
     import yaml
