@@ -30,6 +30,13 @@ def _decided(report: Path) -> int:
     return counts["pass"] + counts["fail"] + counts["not-applicable"]
 
 
+def _as_in_a_terminal() -> None:
+    """Ctrl-C's default action for the run, as in a terminal. A shell starts a background job (`cmd &`) with SIGINT
+    ignored, and an ignored disposition is inherited across exec: a self-test started that way sent its SIGINT to a
+    run that could not receive it, and failed after 180 s without testing anything of the harness."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 # One process, or two xdist workers with a machine (and a cluster) each (`run -n 2`, docs/kind.md).
 MACHINES = {0: ["laptop-1s4c-smt2"], 2: ["laptop-1s4c-smt2", "sparse-offline"]}
 
@@ -46,7 +53,8 @@ def test_an_interrupted_kind_run_leaves_nothing(sig, workers, tmp_path):
     if workers:
         argv += ["-n", str(workers)]
     proc = subprocess.Popen(argv, cwd=tmp_path, env=dict(os.environ, CCI_KIND_PREFIX=prefix),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=_as_in_a_terminal)
     try:
         # stop it in the middle: once its first test is decided, with a dozen more to go (the run's report is
         # rewritten after every test; pytest.log only at the end)
