@@ -89,3 +89,21 @@ def test_every_cluster_name_the_harness_makes_ends_in_its_pid():
     pid = str(os.getpid())
     names = [lifecycle.owned_name("cci-dra", "756"), lifecycle.owned_name("cci")]
     assert all(n.rsplit("-", 1)[-1] == pid for n in names), names
+
+
+def test_an_orphan_that_cannot_be_deleted_is_left_for_a_later_sweep_and_the_others_go(tmp_path, monkeypatch, capsys):
+    """A dead run's cluster still being removed (docker: "removal ... is already in progress") failed the next run's
+    own cluster, although it was not that run's to delete: now it is said and left, and the sweep goes on."""
+    monkeypatch.setattr(lifecycle, "remove_network", lambda name: None)
+    stuck, gone = f"cci-unit-stuck-{DEAD_PID}", f"cci-unit-gone-{DEAD_PID - 1}"
+    stuck_dir, gone_dir = _scratch(stuck), _scratch(gone)
+    kind = tmp_path / "kind"
+    kind.write_text("#!/bin/sh\n"
+                    f'if [ "$1" = get ]; then printf "%s\\n" {stuck} {gone}; exit 0; fi\n'
+                    f'if [ "$4" = {stuck} ]; then echo "removal of container is already in progress" >&2; exit 1; fi\n'
+                    f'echo "$4" >> {tmp_path}/deleted.txt\n')
+    kind.chmod(0o755)
+    assert delete_orphans(kind) == [gone]
+    assert (tmp_path / "deleted.txt").read_text().split() == [gone]
+    assert (stuck_dir / CLUSTER_MARKER).exists() and not gone_dir.exists()
+    assert f"could not delete {stuck}" in capsys.readouterr().err
