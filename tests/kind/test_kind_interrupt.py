@@ -58,10 +58,14 @@ def test_an_interrupted_kind_run_leaves_nothing(sig, workers, tmp_path):
     try:
         # stop it in the middle: once its first test is decided, with a dozen more to go (the run's report is
         # rewritten after every test; pytest.log only at the end)
-        def going() -> bool:  # every worker's cluster is up, and one test is decided
+        def going() -> bool:  # every worker's cluster is up, and one test is decided (or the run already ended)
+            if proc.poll() is not None:
+                return True
             names = docker_words("ps", "--filter", f"name={prefix}", "--format", "{{.Names}}")
             return len([n for n in names if n.endswith("control-plane")]) >= max(1, workers) and _decided(report) >= 1
         wait_for(going, UP_TIMEOUT_S, interval=1.0, what="the kind run to finish its first test")
+        assert proc.poll() is None, "the run ended before it could be interrupted:\n" + \
+            proc.stdout.read().decode(errors="replace")[-3000:]
         os.killpg(proc.pid, sig) if sig == signal.SIGINT else proc.send_signal(sig)
         proc.wait(timeout=STOP_TIMEOUT_S)
     finally:
