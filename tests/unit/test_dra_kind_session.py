@@ -56,9 +56,12 @@ def _plan_of(monkeypatch, tmp_path, profile):
     from cci_conformance.dra import api
     from cci_conformance.dra import kind_session as ks
     from cci_conformance.kind.cluster import config as cluster_config
+    from cci_conformance.kind.cluster import lifecycle
     from cci_conformance.paths import PROJECT_ROOT
 
     seen = {}
+    # the cluster's scratch dir under the test's own dir: delete() is faked below, so it would stay in /tmp
+    monkeypatch.setattr(lifecycle, "SCRATCH_ROOT", tmp_path)
 
     def create(cluster, timeout=0):
         seen["config"] = cluster_config.kind_config(cluster.plan, tmp_path / "kind")
